@@ -1,0 +1,52 @@
+# Folio: `make demo` and `make test` set themselves up from nothing (venv, pip, apt when root).
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA ?= ../shared/data
+LIBRARY ?= .folio-demo
+export HAMILTON_TELEMETRY_ENABLED := false
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test lint bench viz clean
+
+$(BIN)/.installed: pyproject.toml
+	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	  missing=""; command -v dot >/dev/null || missing="$$missing graphviz"; \
+	  command -v kiwix-serve >/dev/null || missing="$$missing kiwix-tools"; \
+	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi; \
+	fi
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+demo: setup
+	$(BIN)/folio ingest $(DATA)/books/epub/doyle_the-adventures-of-sherlock-holmes.epub \
+	  $(DATA)/books/txt/pg11_carroll_alices-adventures-in-wonderland.txt \
+	  $(DATA)/books/txt/pg19068_grimm_household-stories_lucy-crane.txt --library $(LIBRARY)
+	$(BIN)/folio books --library $(LIBRARY)
+	$(BIN)/folio search "the speckled band" --library $(LIBRARY) -k 3
+	$(BIN)/folio search "a girl falls down a rabbit hole" --mode semantic --library $(LIBRARY) -k 3
+	$(BIN)/folio search "who did the wolf trick to open the door" --library $(LIBRARY) -k 3
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q tests
+
+bench: setup
+	$(BIN)/python -m dataflows.bench --data $(DATA)
+
+viz: setup
+	$(BIN)/folio viz
+
+clean:
+	rm -rf $(VENV) $(LIBRARY) .pytest_cache .ruff_cache

@@ -1,0 +1,142 @@
+"""The public Python API: ``ingest``, ``search`` and ``books`` over a library directory.
+
+    from dataflows import ingest, search
+    report = ingest(["moby-dick.epub"], library="~/folio")
+    hits = search("white whale", library="~/folio", mode="hybrid", k=5)
+
+Every call goes through the Hamilton drivers of ``dataflows.drivers``; the encoder and open book
+stores are shared per process, so warm calls pay no load time.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dataflows.config import load_config
+from dataflows.drivers import ingest_driver, search_driver
+from dataflows.library import Library
+from nodes.backends.embedding_cache import EmbeddingCache
+from nodes.backends.progress import NullProgress, Progress
+from nodes.types import FolioError, Hit, StagedBook
+
+BOOK_SUFFIXES = (".epub", ".txt", ".text", ".md")
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did: books installed and one-line errors for the files that failed."""
+
+    ingested: list[StagedBook] = field(default_factory=list)
+    errors: list[FolioError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _library(library: str | Path | Library | None) -> Library:
+    return library if isinstance(library, Library) else Library(library)
+
+
+def _config(config: str | Path | Mapping[str, Any] | None, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(config, Mapping):
+        merged = load_config(None, overrides=dict(config))
+        merged.update(overrides)
+        return merged
+    return load_config(config, overrides=overrides)
+
+
+def book_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand folders into the book files below them (sorted); plain paths are kept as given."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            out.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in BOOK_SUFFIXES))
+        else:
+            out.append(path)
+    return out
+
+
+def ingest(
+    paths: Sequence[str | Path],
+    library: str | Path | Library | None = None,
+    config: str | Path | Mapping[str, Any] | None = None,
+    profile: str | None = None,
+    progress: Progress | None = None,
+) -> IngestReport:
+    """Ingest books into the library, one atomic swap per book; a bad file fails alone."""
+    lib = _library(library)
+    overrides: dict[str, Any] = {"chunk_profile": profile} if profile else {}
+    cfg = _config(config, overrides)
+    dr = ingest_driver(cfg)
+    report = IngestReport()
+    bar = progress or NullProgress()
+    with lib.writer():
+        cache = EmbeddingCache(lib.cache_dir / "embeddings")
+        try:
+            for path in book_files(paths):
+                staging = lib.new_staging_dir(path.stem)
+                try:
+                    result = dr.execute(
+                        ["staged_book"],
+                        inputs={
+                            "source_path": str(path),
+                            "staging_dir": str(staging),
+                            "embedding_cache": cache,
+                            "progress": bar,
+                        },
+                    )
+                    staged: StagedBook = result["staged_book"]
+                    lib.install(staged)
+                    report.ingested.append(staged)
+                except FolioError as exc:
+                    report.errors.append(exc)
+                except Exception as exc:  # one bad book never stops the others
+                    report.errors.append(FolioError(str(path), f"ingest failed: {type(exc).__name__}: {exc}"))
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+        finally:
+            cache.close()
+    return report
+
+
+def search(
+    query: str,
+    library: str | Path | Library | None = None,
+    book: str | None = None,
+    chapter: str | Sequence[str] | None = None,
+    mode: str | None = None,
+    k: int | None = None,
+    config: str | Path | Mapping[str, Any] | None = None,
+) -> list[Hit]:
+    """Search the library (or one book, or some chapters) by words, meaning, or both."""
+    lib = _library(library)
+    overrides: dict[str, Any] = {}
+    if mode:
+        if mode not in ("lexical", "semantic", "hybrid"):
+            raise FolioError("--mode", f"unknown search mode {mode!r}: use lexical, semantic or hybrid")
+        overrides["search_mode"] = mode
+    if k is not None:
+        overrides["search_k"] = int(k)
+    cfg = _config(config, overrides)
+    book_ids = [lib.resolve_book(book)] if book else lib.book_ids()
+    if not book_ids:
+        raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
+    chapter_ids = None
+    if chapter is not None:
+        chapter_ids = (chapter,) if isinstance(chapter, str) else tuple(chapter)
+    result = search_driver(cfg).execute(
+        ["search_results"],
+        inputs={"query": query, "book_stores": tuple(lib.stores(book_ids)), "chapter_ids": chapter_ids},
+    )
+    return list(result["search_results"])
+
+
+def books(library: str | Path | Library | None = None) -> list[dict[str, Any]]:
+    """The library's books: id, title, author, chapters, chunks."""
+    return _library(library).books()

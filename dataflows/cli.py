@@ -1,0 +1,184 @@
+"""The ``folio`` command line: ingest, books, search, eval, viz, kiwix.
+
+Every user-facing failure is one line on stderr (``folio: <file>: <reason>``) and a non-zero exit.
+``--library`` defaults to ``$FOLIO_LIBRARY``, else the per-user data directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+
+os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from nodes.types import FolioError
+
+
+def _err(message: str) -> None:
+    print(f"folio: {message}", file=sys.stderr)
+
+
+def _snippet(text: str, width: int = 220) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from dataflows.api import ingest
+    from nodes.backends.progress import progress_for
+
+    progress = progress_for(args.quiet)
+    try:
+        report = ingest(args.paths, library=args.library, config=args.config, profile=args.profile, progress=progress)
+    finally:
+        progress.close()
+    for staged in report.ingested:
+        if not args.quiet:
+            print(
+                f"ingested {staged.book_id}: {staged.title} — {staged.n_chapters} chapters, "
+                f"{staged.n_chunks} chunks, {staged.n_windows} windows"
+            )
+    for error in report.errors:
+        _err(str(error))
+    return 0 if report.ok else 1
+
+
+def cmd_books(args: argparse.Namespace) -> int:
+    from dataflows.api import books
+
+    rows = books(args.library)
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print("no books yet: folio ingest PATH...")
+        return 0
+    print(f"{'id':<48} {'chapters':>8} {'chunks':>7}  title — author")
+    for r in rows:
+        print(f"{r['book_id']:<48} {r['chapters']:>8} {r['chunks']:>7}  {r['title']} — {r['author']}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from dataflows.api import search
+
+    hits = search(
+        args.query, library=args.library, book=args.book, chapter=args.chapter, mode=args.mode, k=args.k,
+        config=args.config,
+    )
+    if args.json:
+        print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
+        return 0
+    if not hits:
+        print("no hits")
+    for rank, h in enumerate(hits, 1):
+        print(f"[{rank}] {h.score:.4f}  {h.book_id} › {h.chapter_title}  ({h.chapter_id} {h.chunk_id} @ {h.start}-{h.end})")
+        print(textwrap.indent(_snippet(h.text), "     "))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from dataflows.evaluation import evaluate_file
+
+    result = evaluate_file(args.qa_file, library=args.library, mode=args.mode, k=args.k, config=args.config)
+    summary = {key: value for key, value in result.items() if key != "details"}
+    if args.details:
+        summary["details"] = result["details"]
+    print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json or args.details else _table(summary))
+    return 0
+
+
+def _table(summary: dict) -> str:
+    return "\n".join(f"{key:>10}  {value}" for key, value in summary.items())
+
+
+def cmd_viz(args: argparse.Namespace) -> int:
+    from dataflows.viz import render_all
+
+    for path in render_all(args.out, formats=tuple(args.format)):
+        if not args.quiet:
+            print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="folio", description="Offline question answering over your books and Kiwix archives.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def library_opt(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--library", default=None, help="library directory (default: $FOLIO_LIBRARY or per-user data dir)")
+        p.add_argument("--config", default=None, help="config YAML (default: configs/default.yaml)")
+
+    p = sub.add_parser("ingest", help="ingest EPUB / text books (files or folders)")
+    p.add_argument("paths", nargs="+")
+    library_opt(p)
+    p.add_argument("--profile", choices=["narrative", "technical", "poetry"], default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bar, only errors")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("books", help="list the library's books")
+    p.add_argument("--library", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_books)
+
+    p = sub.add_parser("search", help="search the library by words and meaning")
+    p.add_argument("query")
+    library_opt(p)
+    p.add_argument("--book", default=None, help="book id (or unique prefix, or source file name)")
+    p.add_argument("--chapter", action="append", default=None, help="chapter id (repeatable)")
+    p.add_argument("--mode", choices=["lexical", "semantic", "hybrid"], default=None)
+    p.add_argument("-k", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("eval", help="retrieval metrics for a question file (FairytaleQA CSV or JSONL)")
+    p.add_argument("qa_file")
+    library_opt(p)
+    p.add_argument("--mode", choices=["lexical", "semantic", "hybrid"], default=None)
+    p.add_argument("-k", type=int, default=10)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--details", action="store_true", help="per-question rows")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("viz", help="render the DAG diagrams of every config into viz/")
+    p.add_argument("--out", default=None)
+    p.add_argument("--format", action="append", default=None)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_viz)
+
+    try:
+        from dataflows.kiwix_query import add_kiwix_parser
+    except ImportError:  # pragma: no cover - the Kiwix flow is optional at import time
+        pass
+    else:
+        add_kiwix_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # Hamilton logs a node's exception with a traceback; the CLI reports it as one line instead.
+    logging.getLogger("hamilton").setLevel(logging.DEBUG if os.environ.get("FOLIO_DEBUG") else logging.CRITICAL)
+    if getattr(args, "format", None) is None and args.command == "viz":
+        args.format = ["svg", "png"]
+    try:
+        return int(args.func(args) or 0)
+    except FolioError as exc:
+        _err(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

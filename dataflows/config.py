@@ -1,0 +1,69 @@
+"""Configuration: YAML files merged over ``configs/default.yaml``, then environment overrides.
+
+Every key may be overridden by an environment variable of the same name in upper case
+(``kiwix_max_books`` <- ``KIWIX_MAX_BOOKS``); values from the environment are parsed as YAML scalars,
+so ``KIWIX_MAX_BOOKS=3`` is the integer 3. The merged mapping is the Hamilton driver config: string
+keys such as ``embedder``, ``kiwix``, ``llm`` and ``executor`` select ``@config.when`` variants, and
+every other key is available to nodes as an input of the same name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nodes.types import FolioError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise FolioError(str(path), "config file not found") from None
+    except yaml.YAMLError as exc:
+        raise FolioError(str(path), f"invalid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise FolioError(str(path), "a config file must be a mapping of keys to values")
+    return data
+
+
+def config_files() -> list[Path]:
+    """All config variants shipped in ``configs/`` (experiments excluded)."""
+    return sorted(CONFIG_DIR.glob("*.yaml"))
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Defaults <- the given YAML file (which may name a ``base``) <- environment <- explicit overrides."""
+    config = _read_yaml(DEFAULT_CONFIG)
+    if path is not None:
+        layer = _read_yaml(Path(path))
+        base = layer.pop("base", None)
+        if base:
+            base_path = (Path(path).parent / base) if not Path(base).is_absolute() else Path(base)
+            config.update(_read_yaml(base_path))
+        unknown = sorted(set(layer) - set(config))
+        if unknown:
+            raise FolioError(str(path), f"unknown config key(s): {', '.join(unknown)}")
+        config.update(layer)
+    env = os.environ if environ is None else environ
+    for key in list(config):
+        raw = env.get(key.upper())
+        if raw is not None:
+            config[key] = yaml.safe_load(raw) if raw.strip() else None
+    if overrides:
+        unknown = sorted(set(overrides) - set(config))
+        if unknown:
+            raise FolioError("config", f"unknown config key(s): {', '.join(unknown)}")
+        config.update(overrides)
+    return config

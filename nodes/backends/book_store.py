@@ -1,0 +1,161 @@
+"""Read side of one ingested book: its SQLite chunk store + FTS5, and its usearch index (memory-mapped).
+
+A ``BookStore`` is opened once per process per book directory and shared by queries; connections are
+read-only. Lexical scores are ``-bm25`` (higher is better); semantic scores are cosine similarities,
+a chunk scoring as its best window.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from nodes.text import fts_match_expression
+from nodes.types import FolioError, Hit
+
+
+class BookStore:
+    """Queries over one book directory (``book.json``, ``book.sqlite``, ``vectors.usearch``, ``vectors.npy``)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        import apsw
+
+        self.directory = Path(directory)
+        try:
+            self.descriptor = json.loads((self.directory / "book.json").read_text(encoding="utf-8"))
+            self._conn = apsw.Connection(str(self.directory / "book.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+        except (OSError, ValueError, apsw.Error) as exc:
+            raise FolioError(str(self.directory), f"not a readable Folio book directory ({exc})") from None
+        self.book_id: str = self.descriptor["book_id"]
+        self.titles = {c["chapter_id"]: c["title"] for c in self.descriptor["chapters"]}
+        self._lock = threading.Lock()
+        self._index = None
+        self._vectors: np.ndarray | None = None
+        self._window_rowid: np.ndarray | None = None
+
+    # --- helpers -------------------------------------------------------------------------------
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        with self._lock:
+            return list(self._conn.execute(sql, params))
+
+    def _hit(self, row: tuple, score: float, signals: tuple[tuple[str, float], ...] = ()) -> Hit:
+        _, chunk_id, chapter_id, start, end, text = row[:6]
+        return Hit(
+            book_id=self.book_id,
+            chapter_id=chapter_id,
+            chapter_title=self.titles.get(chapter_id, ""),
+            chunk_id=chunk_id,
+            start=start,
+            end=end,
+            score=float(score),
+            text=text,
+            signals=signals,
+        )
+
+    def _load_vectors(self) -> None:
+        if self._window_rowid is not None:
+            return
+        rows = self._rows("SELECT window_id, chunk_rowid FROM windows ORDER BY window_id")
+        rowids = np.array([r[1] for r in rows], dtype=np.int64)
+        vectors = np.load(self.directory / "vectors.npy", mmap_mode="r")
+        from usearch.index import Index
+
+        index = Index.restore(str(self.directory / "vectors.usearch"), view=True)
+        with self._lock:
+            self._vectors, self._index, self._window_rowid = vectors, index, rowids
+
+    # --- queries -------------------------------------------------------------------------------
+    def lexical(self, query: str, k: int = 10, chapter_ids: Collection[str] | None = None) -> list[Hit]:
+        """bm25-ranked chunks; any query string is safe (no FTS5 syntax errors)."""
+        expression = fts_match_expression(query)
+        if expression is None or k <= 0:
+            return []
+        sql = (
+            "SELECT c.rowid, c.chunk_id, c.chapter_id, c.start, c.end, c.text, bm25(chunks_fts) AS s "
+            "FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ?"
+        )
+        params: list[object] = [expression]
+        if chapter_ids is not None:
+            ids = list(chapter_ids)
+            if not ids:
+                return []
+            sql += f" AND c.chapter_id IN ({','.join('?' * len(ids))})"
+            params.extend(ids)
+        sql += " ORDER BY s LIMIT ?"
+        params.append(int(k))
+        return [self._hit(row, -row[6]) for row in self._rows(sql, params)]
+
+    def semantic(
+        self, query_vector: np.ndarray, k: int = 10, chapter_ids: Collection[str] | None = None
+    ) -> list[Hit]:
+        """Chunks ranked by the cosine similarity of their best window to the query vector."""
+        self._load_vectors()
+        assert self._window_rowid is not None and self._vectors is not None
+        n = len(self._window_rowid)
+        if n == 0 or k <= 0:
+            return []
+        q = np.asarray(query_vector, dtype=np.float32)
+        if chapter_ids is None:
+            count = min(n, max(4 * k, k + 16))
+            matches = self._index.search(q, count)
+            keys, sims = matches.keys.astype(np.int64), 1.0 - matches.distances.astype(np.float64)
+        else:
+            ids = list(chapter_ids)
+            if not ids:
+                return []
+            allowed = {
+                r[0]
+                for r in self._rows(
+                    f"SELECT rowid FROM chunks WHERE chapter_id IN ({','.join('?' * len(ids))})", ids
+                )
+            }
+            keys = np.flatnonzero(np.isin(self._window_rowid, list(allowed)))
+            sims = np.asarray(self._vectors[keys] @ q, dtype=np.float64)
+        best: dict[int, float] = {}
+        for key, sim in zip(keys.tolist(), sims.tolist(), strict=True):
+            rowid = int(self._window_rowid[key])
+            if sim > best.get(rowid, -2.0):
+                best[rowid] = sim
+        top = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        rows = self.chunks_by_rowid([r for r, _ in top])
+        return [self._hit(rows[r], s) for r, s in top]
+
+    def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, tuple]:
+        if not rowids:
+            return {}
+        sql = f"SELECT rowid, chunk_id, chapter_id, start, end, text FROM chunks WHERE rowid IN ({','.join('?' * len(rowids))})"
+        return {row[0]: row for row in self._rows(sql, list(rowids))}
+
+    def chunk(self, chunk_id: str) -> Hit:
+        rows = self._rows(
+            "SELECT rowid, chunk_id, chapter_id, start, end, text FROM chunks WHERE chunk_id = ?", (chunk_id,)
+        )
+        if not rows:
+            raise FolioError(self.book_id, f"no chunk {chunk_id!r}")
+        return self._hit(rows[0], 0.0)
+
+    def chunks_in(self, chapter_ids: Collection[str] | None = None) -> list[Hit]:
+        """All chunks (of the given chapters), in reading order."""
+        sql = "SELECT rowid, chunk_id, chapter_id, start, end, text FROM chunks"
+        params: list[object] = []
+        if chapter_ids is not None:
+            ids = list(chapter_ids)
+            sql += f" WHERE chapter_id IN ({','.join('?' * len(ids))})"
+            params = ids
+        return [self._hit(row, 0.0) for row in self._rows(sql + " ORDER BY ordinal", params)]
+
+    def chapter_text(self, chapter_id: str) -> str:
+        rows = self._rows("SELECT text FROM chapters WHERE chapter_id = ?", (chapter_id,))
+        if not rows:
+            raise FolioError(self.book_id, f"no chapter {chapter_id!r}")
+        return rows[0][0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            self._index = None
+            self._vectors = None

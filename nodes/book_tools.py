@@ -1,0 +1,271 @@
+"""Book flow (``answer_mode: pipeline``): scope → retrieval plan → evidence (one escalation at most).
+
+1. Scope: one ``book_concept_map.lookup(clause)`` over the routed books; the chapters of the matches
+   scoring at least half of the best match (best at least ``SCOPE_MIN_SCORE``), at most
+   ``scope_max_chapters``, are the candidate chapters. No strong match: the whole books.
+2. Retrieval plan, by the question-kind rule (no LLM):
+   - *concrete* when the clause has a quotation, a digit or a capitalised name after its first word,
+     or (without a conceptual cue) opens with who / whom / whose / where / when / which / what /
+     name / list / "how many|much|long|old|far";
+   - *conceptual* when it opens with why / how (other than the quantities above) or holds a conceptual
+     cue word (feel, think, theme, meaning, moral, lesson, symbol, represent, significance, purpose,
+     relationship, describe, explain, compare, personality, attitude, learn, happen);
+   - otherwise concrete.
+   Concrete → ``text_search`` first, then ``semantic_search``; conceptual → the reverse. The two lists
+   are fused by a convex combination of min-max-normalised scores, ``primary_search_weight`` (0.65) on
+   the first one.
+3. Evidence is *insufficient* when no retrieved chunk holds at least ``evidence_min_coverage`` (0.5) of
+   the clause's content words (light stems) and none has a semantic similarity of at least
+   ``evidence_min_similarity`` (0.5); or when nothing was retrieved. Insufficient evidence in candidate
+   chapters widens the search to the whole routed books, once (``widened``); whole-book evidence is
+   never widened again.
+4. Optional chapter summaries (``answer_summaries: true``) for the chapters of the top two hits.
+
+Degradation: when semantic search cannot run (no encoder, a broken vector index) the flow is
+lexical-only and notes "Semantic search unavailable". When the tool budget is spent, retrieval stops
+with what it has and notes it.
+
+Config keys: ``search_k``, ``scope_max_chapters``, ``primary_search_weight``, ``evidence_min_coverage``,
+``evidence_min_similarity``, ``answer_summaries``, ``answer_mode`` (this module's nodes are the
+pipeline's; the agent uses the same ``BookTools``).
+Limitations: coverage counts words, not meaning; a scope from a theme match can miss the chapter
+that holds the answer when that chapter also matches the words (no widening then).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from hamilton.function_modifiers import cache, config
+
+from nodes.backends.tools import BookTools, BudgetExceeded, Session, SemanticUnavailable, ToolBudget, coverage, stems
+from nodes.retrieval import _fuse_convex
+from nodes.text import words
+from nodes.types import BookEvidence, ConceptMap, Hit, RouteDecision
+
+SCOPE_MIN_SCORE = 0.2
+SEMANTIC_UNAVAILABLE = "Semantic search unavailable"
+
+_CONCRETE_OPENERS = frozenset("who whom whose where when which what name list".split())
+_QUANTITY = frozenset("many much long old far often".split())
+_CONCEPTUAL_CUES = frozenset(
+    "feel feels felt think thinks thought theme themes meaning mean means moral lesson lessons symbol "
+    "symbolize symbolise represent represents significance significant purpose relationship describe "
+    "explain compare personality attitude learn learned learnt happen happened happens".split()
+)
+_QUOTE = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
+
+# --- pure helpers ------------------------------------------------------------------------------------
+
+
+def _question_kind(question: str) -> str:
+    """"concrete" or "conceptual", by the rule in the module docstring."""
+    text = question.strip()
+    ws = words(text)
+    if not ws:
+        return "concrete"
+    rest = text.split(None, 1)[1] if len(text.split(None, 1)) > 1 else ""
+    if _QUOTE.search(text) or any(ch.isdigit() for ch in text) or re.search(r"\b[A-Z][a-z]+", rest):
+        return "concrete"
+    first = ws[0]
+    if first == "why" or (first == "how" and (len(ws) < 2 or ws[1] not in _QUANTITY)):
+        return "conceptual"
+    if any(w in _CONCEPTUAL_CUES for w in ws):
+        return "conceptual"
+    return "concrete"
+
+
+def _plan(kind: str) -> tuple[str, str]:
+    """The search tools in the order the kind asks for."""
+    return ("text_search", "semantic_search") if kind == "concrete" else ("semantic_search", "text_search")
+
+
+def _scope(lookup: Sequence[tuple[str, Any]], max_chapters: int) -> tuple[str, ...] | None:
+    """Candidate chapters from concept-map matches (see the module docstring); None = whole books."""
+    scored: list[tuple[float, int, str]] = []
+    for _, matches in lookup:
+        items = [*matches.entities, *matches.events, *matches.themes]
+        for m in items:
+            for rank, cid in enumerate(m.chapter_ids):
+                scored.append((m.score / (1.0 + 0.2 * rank), rank, cid))
+    if not scored:
+        return None
+    best = max(s for s, _, _ in scored)
+    if best < SCOPE_MIN_SCORE:
+        return None
+    order: dict[str, float] = {}
+    for s, _, cid in scored:
+        if s >= 0.5 * best:
+            order[cid] = max(order.get(cid, 0.0), s)
+    chapters = sorted(order, key=lambda c: (-order[c], c))[: max(1, int(max_chapters))]
+    return tuple(chapters) or None
+
+
+def _sufficient(
+    question: str, lexical: Sequence[Hit], semantic: Sequence[Hit], min_coverage: float, min_similarity: float
+) -> bool:
+    """The evidence rule of the module docstring."""
+    terms = stems(question)
+    if any(coverage(terms, h.text) >= min_coverage for h in lexical[:10]):
+        return True
+    return any(h.score >= min_similarity for h in semantic[:10])
+
+
+def _fused(primary: Sequence[Hit], secondary: Sequence[Hit], weight: float, k: int) -> tuple[Hit, ...]:
+    if not secondary:
+        return tuple(primary[:k])
+    if not primary:
+        return tuple(secondary[:k])
+    return _fuse_convex(primary, secondary, weight, k)
+
+
+def _search_once(
+    tools: BookTools, clause: str, plan: tuple[str, str], scope: tuple[str, ...] | None, k: int, notes: list[str]
+) -> tuple[dict[str, tuple[Hit, ...]], list[str]]:
+    """Run the plan's two searches in ``scope``; returns hits by tool and the search lines."""
+    found: dict[str, tuple[Hit, ...]] = {}
+    searched: list[str] = []
+    where = f"{len(scope)} candidate chapter(s)" if scope else "whole book(s)"
+    for tool in plan:
+        try:
+            if tool == "text_search":
+                found[tool] = tools.text_search(clause, scope, k)
+            else:
+                found[tool] = tools.semantic_search(clause, scope, k)
+            searched.append(f"{tool}({clause!r}) in {where}: {len(found[tool])} hit(s)")
+        except SemanticUnavailable:
+            if SEMANTIC_UNAVAILABLE not in notes:
+                notes.append(SEMANTIC_UNAVAILABLE)
+        except BudgetExceeded as exc:
+            notes.append(exc.reason)
+            break
+    return found, searched
+
+
+def _evidence(
+    tools: BookTools,
+    clause: str,
+    kind: str,
+    scope: tuple[str, ...] | None,
+    k: int,
+    weight: float,
+    min_coverage: float,
+    min_similarity: float,
+) -> BookEvidence:
+    """Search the scope, judge the evidence, widen once when it is insufficient."""
+    plan = _plan(kind)
+    notes: list[str] = []
+    found, searched = _search_once(tools, clause, plan, scope, k, notes)
+    lexical, semantic = found.get("text_search", ()), found.get("semantic_search", ())
+    ok = _sufficient(clause, lexical, semantic, min_coverage, min_similarity)
+    widened = False
+    if not ok and scope is not None and tools.budget.left > 0:
+        widened = True
+        notes.append("Evidence insufficient in the candidate chapters: widened to the whole book(s) once")
+        found, more = _search_once(tools, clause, plan, None, k, notes)
+        searched.extend(more)
+        lexical, semantic = found.get("text_search", ()), found.get("semantic_search", ())
+        ok = _sufficient(clause, lexical, semantic, min_coverage, min_similarity)
+        scope = None
+    primary, secondary = found.get(plan[0], ()), found.get(plan[1], ())
+    hits = _fused(primary, secondary, weight, k)
+    return BookEvidence(hits, kind, scope, tuple(searched), ok and bool(hits), widened, tuple(notes))
+
+
+# --- nodes -------------------------------------------------------------------------------------------
+
+
+@cache(behavior="recompute")
+def book_tools(
+    book_stores: dict, concept_maps: dict, encoder: object, tool_budget: ToolBudget, session: object, search_k: int
+) -> BookTools:
+    """The book tools over every library book, counted by the question's budget, cached in the session."""
+    maps: dict[str, ConceptMap] = {b: m for b, m in concept_maps.items() if m is not None}
+    sess = session if isinstance(session, Session) else Session()
+    return BookTools(book_stores, maps, encoder, tool_budget, sess, k=int(search_k))
+
+
+def book_questions(routes: tuple[RouteDecision, ...], book_catalog: tuple) -> tuple[RouteDecision, ...]:
+    """The clauses that go to the books (every book when the route named none)."""
+    every = tuple(b.book_id for b in book_catalog)
+    return tuple(
+        r if r.book_ids else RouteDecision(r.route, r.confidence, r.suggested_queries, every, r.reason, r.question)
+        for r in routes
+        if r.route == "BOOK"
+    )
+
+
+def question_kinds(book_questions: tuple[RouteDecision, ...]) -> tuple[str, ...]:
+    """Each book clause's kind: "concrete" or "conceptual"."""
+    return tuple(_question_kind(r.question) for r in book_questions)
+
+
+def retrieval_plans(question_kinds: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Each book clause's search tools, in order."""
+    return tuple(_plan(k) for k in question_kinds)
+
+
+@cache(behavior="recompute")
+def book_scopes(
+    book_questions: tuple[RouteDecision, ...], book_tools: BookTools, scope_max_chapters: int
+) -> tuple[tuple[str, ...] | None, ...]:
+    """Each book clause's candidate chapters from one concept-map lookup (None = whole books)."""
+    out: list[tuple[str, ...] | None] = []
+    for r in book_questions:
+        try:
+            lookup = book_tools.for_books(r.book_ids).concept_map_lookup(r.question)
+        except BudgetExceeded:
+            lookup = ()
+        out.append(_scope(lookup, int(scope_max_chapters)))
+    return tuple(out)
+
+
+@cache(behavior="recompute")
+def book_evidence(
+    book_questions: tuple[RouteDecision, ...],
+    question_kinds: tuple[str, ...],
+    book_scopes: tuple[tuple[str, ...] | None, ...],
+    book_tools: BookTools,
+    search_k: int,
+    primary_search_weight: float | int,
+    evidence_min_coverage: float | int,
+    evidence_min_similarity: float | int,
+) -> tuple[BookEvidence, ...]:
+    """Each book clause's evidence: searched in scope, widened once when insufficient."""
+    return tuple(
+        _evidence(
+            book_tools.for_books(r.book_ids),
+            r.suggested_queries[0] if r.suggested_queries else r.question,
+            kind,
+            scope,
+            int(search_k),
+            float(primary_search_weight),
+            float(evidence_min_coverage),
+            float(evidence_min_similarity),
+        )
+        for r, kind, scope in zip(book_questions, question_kinds, book_scopes, strict=True)
+    )
+
+
+@cache(behavior="recompute")
+@config.when(answer_summaries=True)
+def chapter_summaries__on(book_evidence: tuple[BookEvidence, ...], book_tools: BookTools) -> tuple[tuple[str, str], ...]:
+    """Summaries of the chapters of each clause's top two hits (``answer_summaries: true``)."""
+    out: list[tuple[str, str]] = []
+    for ev in book_evidence:
+        for hit in ev.hits[:2]:
+            if any(cid == hit.chapter_id for cid, _ in out):
+                continue
+            try:
+                out.append((hit.chapter_id, book_tools.chapter_summary(hit.chapter_id)))
+            except BudgetExceeded:
+                return tuple(out)
+    return tuple(out)
+
+
+@config.when(answer_summaries=False)
+def chapter_summaries__off() -> tuple[tuple[str, str], ...]:
+    """No chapter summaries (``answer_summaries: false``)."""
+    return ()

@@ -1,0 +1,72 @@
+"""Embedding: the encoder client, window vectors (with a per-window cache) and chunk vectors.
+
+Config keys: ``embedder`` (variant: ``sentence_transformers``), ``embedding_model`` (``minilm`` =
+the bundled all-MiniLM-L6-v2, ``BAAI/bge-small-en-v1.5``, or a local path), ``embedding_batch_size``.
+Vectors are L2-normalised float32. A chunk's vector is the normalised mean of its windows' vectors
+(used for concept-map centroids); search uses the window vectors and maps hits back to chunks.
+Limitations: CPU only here; the encoder is loaded once per process and shared by every book.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hamilton.function_modifiers import cache, config
+
+from nodes.backends.embedding_cache import EmbeddingCache
+from nodes.backends.encoder import Encoder, load_encoder
+from nodes.backends.progress import Progress
+from nodes.types import Chunk, Window
+
+
+@cache(behavior="recompute")
+@config.when(embedder="sentence_transformers")
+def encoder__sentence_transformers(embedding_model: str) -> Encoder:
+    """The sentence-transformers model and tokenizer (loaded once per process; never cached)."""
+    return load_encoder(embedding_model)
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+def window_vectors(
+    windows: tuple[Window, ...],
+    encoder: Encoder,
+    embedding_batch_size: int,
+    embedding_cache: EmbeddingCache,
+    progress: Progress,
+) -> np.ndarray:
+    """One normalised vector per window (row ``i`` = ``windows[i]``); cached windows are not re-encoded."""
+    texts = [w.text for w in windows]
+    cached = embedding_cache.get_many(encoder.model_id, texts, encoder.dimension)
+    missing = [i for i, vec in enumerate(cached) if vec is None]
+    progress.add_total(len(windows))
+    progress.advance(len(windows) - len(missing))
+    out = np.zeros((len(windows), encoder.dimension), dtype=np.float32)
+    for i, vec in enumerate(cached):
+        if vec is not None:
+            out[i] = vec
+    if missing:
+        fresh = encoder.encode([texts[i] for i in missing], embedding_batch_size, progress.advance)
+        out[missing] = fresh
+        embedding_cache.set_many(encoder.model_id, [texts[i] for i in missing], fresh)
+    return _readonly(out)
+
+
+def _chunk_means(
+    vectors: np.ndarray, window_chunk_index: np.ndarray, n_chunks: int
+) -> np.ndarray:
+    """Normalised mean of the window vectors of each chunk (pure)."""
+    sums = np.zeros((n_chunks, vectors.shape[1]), dtype=np.float64)
+    np.add.at(sums, window_chunk_index, vectors)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (sums / norms).astype(np.float32)
+
+
+def chunk_vectors(window_vectors: np.ndarray, windows: tuple[Window, ...], chunks: tuple[Chunk, ...]) -> np.ndarray:
+    """One normalised vector per chunk (row ``i`` = ``chunks[i]``): the mean of its windows."""
+    position = {c.chunk_id: i for i, c in enumerate(chunks)}
+    index = np.fromiter((position[w.chunk_id] for w in windows), dtype=np.int64, count=len(windows))
+    return _readonly(_chunk_means(window_vectors, index, len(chunks)))

@@ -1,0 +1,285 @@
+"""Retrieval evaluation: question files → gold spans in the ingested books → hits and metrics.
+
+Question formats
+- FairytaleQA (``questions.csv`` with ``sections.csv`` beside it): the gold passage is the
+  ``sections.csv`` text of ``(story, cor_section)`` (several sections → their union), located in the
+  ingested book by aligning 5-word shingles (the dataset's copy of a story differs from the book in
+  punctuation and OCR details, so exact search is not enough).
+- JSONL lines ``{question, book_file, gold_quote, gold_chapter, answers}``: the gold is the quote
+  (located by normalised containment) or, without a quote, the chapter (by title or id).
+
+A retrieved chunk is a hit when it covers at least half of the gold span's characters (JSONL: when it
+contains the gold quote, or lies in the gold chapter when there is no quote). The question's book is
+given (``book_file`` matched to the ingested book by source file name); the story is not.
+Metrics: ``n, located, hit@1, hit@5, hit@10, mrr@10, p50_ms, p95_ms`` (hit rates over located
+questions). Config keys: ``search_k`` (depth searched, at least 10).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from hamilton.function_modifiers import cache
+
+from nodes.backends.book_store import BookStore
+from nodes.text import words
+from nodes.types import FolioError, Hit
+
+SHINGLE = 5
+_WORD_RUN = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class QAItem:
+    qid: str
+    question: str
+    book_file: str
+    passages: tuple[str, ...] = ()  # FairytaleQA gold sections
+    gold_quote: str = ""
+    gold_chapter: str = ""
+    answers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GoldSpan:
+    book_id: str
+    chapter_id: str
+    start: int
+    end: int
+    quote: str = ""  # JSONL quotes: a chunk must contain it
+    whole_chapter: bool = False
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    qid: str
+    question: str
+    located: bool
+    rank: int | None  # 1-based rank of the first hit within the retrieved list
+    latency_ms: float
+    top: tuple[tuple[str, int, int], ...]  # (chunk_id, start, end) of the top results
+
+
+# --- reading question files ----------------------------------------------------------------------
+
+
+def _read_fairytaleqa(path: Path) -> tuple[QAItem, ...]:
+    sections_path = path.parent / "sections.csv"
+    if not sections_path.exists():
+        raise FolioError(str(path), "FairytaleQA questions need sections.csv beside them")
+    with sections_path.open(encoding="utf-8", newline="") as f:
+        sections = {(r["story"], r["section"].strip()): r["text"] for r in csv.DictReader(f)}
+    items = []
+    with path.open(encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            refs = [s.strip() for s in row["cor_section"].split(",") if s.strip()]
+            passages = tuple(sections[(row["story"], s)] for s in refs if (row["story"], s) in sections)
+            answers = tuple(row.get(f"answer{i}", "") for i in range(1, 7) if row.get(f"answer{i}"))
+            items.append(
+                QAItem(
+                    qid=f"{row['story']}/{row['question_id']}",
+                    question=row["question"],
+                    book_file=row["book_file"],
+                    passages=passages,
+                    answers=answers,
+                )
+            )
+    return tuple(items)
+
+
+def _read_jsonl(path: Path) -> tuple[QAItem, ...]:
+    items = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            items.append(
+                QAItem(
+                    qid=str(row.get("id", n)),
+                    question=row["question"],
+                    book_file=row["book_file"],
+                    gold_quote=row.get("gold_quote") or "",
+                    gold_chapter=row.get("gold_chapter") or "",
+                    answers=tuple(row.get("answers") or ()),
+                )
+            )
+        except (ValueError, KeyError) as exc:
+            raise FolioError(f"{path}:{n}", f"not a question line ({exc})") from None
+    return tuple(items)
+
+
+# --- locating gold -------------------------------------------------------------------------------
+
+
+def _word_spans(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """Lower-cased words of ``text`` with their character spans."""
+    toks, spans = [], []
+    for m in _WORD_RUN.finditer(text):
+        toks.append(m.group().lower())
+        spans.append(m.span())
+    return toks, spans
+
+
+class _BookAligner:
+    """Shingle index of one book's chapters, for locating passages that differ in punctuation."""
+
+    def __init__(self, store: BookStore) -> None:
+        self.store = store
+        self.chapters: list[tuple[str, list[tuple[int, int]]]] = []
+        self.index: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+        for c_idx, chapter in enumerate(store.descriptor["chapters"]):
+            toks, spans = _word_spans(store.chapter_text(chapter["chapter_id"]))
+            self.chapters.append((chapter["chapter_id"], spans))
+            for i in range(len(toks) - SHINGLE + 1):
+                self.index.setdefault(tuple(toks[i : i + SHINGLE]), []).append((c_idx, i))
+
+    def locate(self, passage: str) -> tuple[str, int, int] | None:
+        toks, _ = _word_spans(passage)
+        votes: Counter[tuple[int, int]] = Counter()
+        matches: list[tuple[int, int, int]] = []  # (chapter, book word index, passage word index)
+        for i in range(len(toks) - SHINGLE + 1):
+            for c_idx, pos in self.index.get(tuple(toks[i : i + SHINGLE]), ()):
+                votes[(c_idx, (pos - i) // 8)] += 1
+                matches.append((c_idx, pos, i))
+        if not votes:
+            return None
+        (c_idx, bucket), count = votes.most_common(1)[0]
+        if count < max(2, 0.2 * max(1, len(toks) - SHINGLE + 1)):
+            return None
+        chosen = [(pos, i) for c, pos, i in matches if c == c_idx and abs((pos - i) // 8 - bucket) <= 1]
+        first = min(pos for pos, _ in chosen)
+        last = max(pos for pos, _ in chosen) + SHINGLE - 1
+        chapter_id, spans = self.chapters[c_idx]
+        return chapter_id, spans[first][0], spans[last][1]
+
+
+def _norm(text: str) -> str:
+    return " ".join(words(text))
+
+
+def _locate(item: QAItem, store: BookStore, aligner: _BookAligner | None) -> GoldSpan | None:
+    if item.passages:
+        assert aligner is not None
+        located = [aligner.locate(p) for p in item.passages]
+        found = [loc for loc in located if loc is not None]
+        if not found:
+            return None
+        chapter_id = Counter(loc[0] for loc in found).most_common(1)[0][0]
+        same = [loc for loc in found if loc[0] == chapter_id]
+        return GoldSpan(store.book_id, chapter_id, min(s for _, s, _ in same), max(e for _, _, e in same))
+    if item.gold_quote:
+        quote = _norm(item.gold_quote)
+        for chapter in store.descriptor["chapters"]:
+            if quote in _norm(store.chapter_text(chapter["chapter_id"])):
+                return GoldSpan(store.book_id, chapter["chapter_id"], 0, chapter["length"], quote=quote)
+        return None
+    if item.gold_chapter:
+        want = item.gold_chapter.strip().lower()
+        for chapter in store.descriptor["chapters"]:
+            if want in (chapter["chapter_id"].lower(), chapter["title"].strip().lower()):
+                return GoldSpan(store.book_id, chapter["chapter_id"], 0, chapter["length"], whole_chapter=True)
+    return None
+
+
+def _is_hit(hit: Hit, gold: GoldSpan) -> bool:
+    """A chunk is a hit when it covers at least half of the gold span (or holds the quote / chapter)."""
+    if hit.book_id != gold.book_id or hit.chapter_id != gold.chapter_id:
+        return False
+    if gold.whole_chapter:
+        return True
+    if gold.quote:
+        return gold.quote in _norm(hit.text)
+    overlap = min(hit.end, gold.end) - max(hit.start, gold.start)
+    return overlap * 2 >= (gold.end - gold.start)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 2) if values else 0.0
+
+
+def _metrics(records: Sequence[EvalRecord]) -> dict[str, float | int]:
+    located = [r for r in records if r.located]
+    n_loc = len(located) or 1
+
+    def hit_at(k: int) -> float:
+        return round(sum(1 for r in located if r.rank is not None and r.rank <= k) / n_loc, 4)
+
+    mrr = sum(1.0 / r.rank for r in located if r.rank is not None and r.rank <= 10) / n_loc
+    latencies = [r.latency_ms for r in located]
+    return {
+        "n": len(records),
+        "located": len(located),
+        "hit@1": hit_at(1),
+        "hit@5": hit_at(5),
+        "hit@10": hit_at(10),
+        "mrr@10": round(mrr, 4),
+        "p50_ms": _percentile(latencies, 50),
+        "p95_ms": _percentile(latencies, 95),
+    }
+
+
+# --- nodes ---------------------------------------------------------------------------------------
+
+
+def qa_items(qa_file: str) -> tuple[QAItem, ...]:
+    """The questions of a FairytaleQA CSV or a JSONL question file."""
+    path = Path(qa_file).expanduser()
+    if not path.is_file():
+        raise FolioError(str(path), "question file not found")
+    items = _read_jsonl(path) if path.suffix.lower() in (".jsonl", ".json") else _read_fairytaleqa(path)
+    if not items:
+        raise FolioError(str(path), "no questions in the file")
+    return items
+
+
+@cache(behavior="recompute")
+def gold_spans(qa_items: tuple[QAItem, ...], stores_by_file: dict) -> tuple[GoldSpan | None, ...]:
+    """Each question's gold span in its ingested book (None when the book or passage is not found)."""
+    aligners: dict[str, _BookAligner] = {}
+    out: list[GoldSpan | None] = []
+    for item in qa_items:
+        store = stores_by_file.get(Path(item.book_file).name)
+        if store is None:
+            out.append(None)
+            continue
+        if item.passages and store.book_id not in aligners:
+            aligners[store.book_id] = _BookAligner(store)
+        out.append(_locate(item, store, aligners.get(store.book_id)))
+    return tuple(out)
+
+
+@cache(behavior="recompute")
+def eval_records(
+    qa_items: tuple[QAItem, ...],
+    gold_spans: tuple[GoldSpan | None, ...],
+    stores_by_file: dict,
+    searcher: Callable,
+) -> tuple[EvalRecord, ...]:
+    """Search each located question in its book and record the first hit's rank and the latency."""
+    records = []
+    for item, gold in zip(qa_items, gold_spans, strict=True):
+        if gold is None:
+            records.append(EvalRecord(item.qid, item.question, False, None, 0.0, ()))
+            continue
+        store = stores_by_file[Path(item.book_file).name]
+        t0 = time.perf_counter()
+        hits = list(searcher(item.question, store))
+        latency = (time.perf_counter() - t0) * 1000
+        rank = next((i for i, h in enumerate(hits, 1) if _is_hit(h, gold)), None)
+        top = tuple((h.chunk_id, h.start, h.end) for h in hits[:10])
+        records.append(EvalRecord(item.qid, item.question, True, rank, round(latency, 2), top))
+    return tuple(records)
+
+
+def eval_metrics(eval_records: tuple[EvalRecord, ...]) -> dict[str, float | int]:
+    """Aggregate retrieval metrics over the records."""
+    return _metrics(eval_records)

@@ -1,0 +1,294 @@
+"""Router: which source answers each part of a question, and which library books it is about.
+
+Decomposition: a compound question is split into clauses at ``;``, ``?`` and at ``and``/``also``/``then``
+when the next word opens a new question (a wh-word or an auxiliary such as ``are``, ``is``, ``do``,
+``can``): "indoor air quality and are the doors locked" → two clauses; "the brother and sister" stays
+whole. Each clause is routed on its own.
+
+Deterministic router (``llm: none``, and the fallback of the LLM router). Per book it measures:
+title or author named in the clause (signal 1.0); a concept-map entity named in it, every content word
+of one alias present (0.8); else lexical evidence, the share of the clause's content words (light stems)
+found in the book's best bm25 chunk. The route follows the best book's signal: ``BOOK`` at 0.6 or more,
+``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books are those within 0.75 of the best signal,
+best first, so a clause naming no book still reaches the right one and a clause spanning two books
+searches both.
+
+``AMBIGUOUS`` is resolved by exactly one ``book_concept_map.lookup(clause)``: a match scoring at least
+``STRONG_CONCEPT_SCORE`` (0.25) in some book → ``BOOK`` (those books), else ``NOT_BOOK``.
+
+LLM router (``llm: openai``): one JSON call per clause with the books' metadata and the tool inventory;
+the answer ``{route, confidence, suggested_queries, book_ids}`` is validated (route one of the three,
+confidence in [0, 1], known book ids); an invalid answer or a failed call falls back to the
+deterministic router. The router counts as one tool call per clause (an LLM request counts itself).
+
+Config keys: ``llm`` (variant). Limitations: lexical evidence uses per-book bm25, so a very large book
+can win weak lexical ties; the router never reads chapter text beyond the top chunk of each book.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hamilton.function_modifiers import cache, config
+
+from nodes.backends.llm import LLMError
+from nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, stem, stems
+from nodes.text import STOPWORDS, words
+from nodes.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
+
+BOOK_MIN_SIGNAL = 0.6
+NOT_BOOK_MAX_SIGNAL = 0.3
+BOOK_SHARE = 0.75
+STRONG_CONCEPT_SCORE = 0.25
+TITLE_SIGNAL = 1.0
+ENTITY_SIGNAL = 0.8
+
+_OPENERS = frozenset(
+    "who whom whose what which where when why how is are was were do does did can could will would "
+    "should has have had am".split()
+)
+_SPLIT = re.compile(r"\s*(?:;|\?)\s*|\s+(?:and|also|then|plus)\s+(?=(\w+))", re.IGNORECASE)
+_GENERIC_TITLE_WORDS = frozenset("book books story stories tale tales great big volume complete adventures".split())
+_HONORIFICS = frozenset("mr mrs miss ms dr sir lady lord captain mister madam".split())
+
+ROUTER_SCHEMA: dict[str, Any] = {
+    "title": "route",
+    "type": "object",
+    "properties": {
+        "route": {"type": "string", "enum": list(ROUTES)},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "suggested_queries": {"type": "array", "items": {"type": "string"}},
+        "book_ids": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["route", "confidence", "suggested_queries"],
+}
+
+# --- pure helpers ------------------------------------------------------------------------------------
+
+
+def _clauses(question: str) -> tuple[str, ...]:
+    """The question split into clauses that each ask something (see the module docstring)."""
+    parts: list[str] = []
+    start = 0
+    for m in _SPLIT.finditer(question):
+        follower = m.group(1)
+        if follower is not None and follower.lower() not in _OPENERS:
+            continue
+        parts.append(question[start : m.start()])
+        start = m.end()
+    parts.append(question[start:])
+    clauses = [" ".join(p.split()).strip(" ,.") for p in parts]
+    kept = tuple(c for c in clauses if any(w not in STOPWORDS for w in words(c)))
+    return kept or (question.strip(),)
+
+
+def _alias_terms(concept_map: ConceptMap) -> tuple[tuple[str, frozenset[str], int], ...]:
+    """(entity name, alias word set, mentions) for every alias with a non-honorific content word."""
+    out = []
+    for e in concept_map.entities:
+        for alias in e.aliases:
+            terms = frozenset(w[:-2] if w.endswith("'s") else w for w in words(alias)) - _HONORIFICS - STOPWORDS
+            if terms:
+                out.append((e.name, terms, e.mentions))
+    return tuple(out)
+
+
+_ALIASES: dict[int, tuple[ConceptMap, tuple[tuple[str, frozenset[str], int], ...]]] = {}
+
+
+def _cached_aliases(concept_map: ConceptMap) -> tuple[tuple[str, frozenset[str], int], ...]:
+    entry = _ALIASES.get(id(concept_map))
+    if entry is None or entry[0] is not concept_map:
+        entry = (concept_map, _alias_terms(concept_map))
+        _ALIASES[id(concept_map)] = entry
+    return entry[1]
+
+
+def _named_entities(concept_map: ConceptMap | None, clause: str) -> tuple[str, ...]:
+    """Entities of the map named in ``clause`` (every word of one alias present), most mentioned first."""
+    if concept_map is None:
+        return ()
+    present = frozenset(w[:-2] if w.endswith("'s") else w for w in words(clause))
+    found: dict[str, int] = {}
+    for name, terms, mentions in _cached_aliases(concept_map):
+        if terms <= present:
+            found[name] = max(found.get(name, 0), mentions)
+    return tuple(sorted(found, key=lambda n: (-found[n], n)))
+
+
+def _names_book(book: BookInfo, clause: str) -> bool:
+    """The clause names the book: most of its distinctive title words, or the author's surname."""
+    present = frozenset(stem(w) for w in words(clause))
+    title = {stem(w) for w in words(book.title) if w not in STOPWORDS and w not in _GENERIC_TITLE_WORDS}
+    if title and len(title & present) >= max(1, round(0.6 * len(title))):
+        return True
+    surname = [w for w in words(book.author) if len(w) > 2]
+    return bool(surname) and surname[-1] in present
+
+
+def _book_signal(book: BookInfo, clause: str, concept_map: ConceptMap | None, top_chunk_text: str) -> tuple[float, str]:
+    """The book's routing signal in [0, 1] and why (see the module docstring)."""
+    if _names_book(book, clause):
+        return TITLE_SIGNAL, f"names {book.title!r}"
+    named = _named_entities(concept_map, clause)
+    if named:
+        return ENTITY_SIGNAL, f"names {', '.join(named[:3])} ({book.title})"
+    share = coverage(stems(clause), top_chunk_text)
+    return round(share, 4), f"{share:.0%} of the words in {book.title!r}"
+
+
+def _decide(clause: str, signals: Sequence[tuple[str, float, str]]) -> RouteDecision:
+    """A route from per-book signals ``(book_id, signal, why)``."""
+    ranked = sorted(signals, key=lambda s: (-s[1], s[0]))
+    best = ranked[0][1] if ranked else 0.0
+    books = tuple(b for b, s, _ in ranked if s > 0 and s >= BOOK_SHARE * best)
+    why = "; ".join(w for b, _, w in ranked if b in books) or "no book evidence"
+    if best >= BOOK_MIN_SIGNAL:
+        return RouteDecision("BOOK", best, (clause,), books, why, clause)
+    if best < NOT_BOOK_MAX_SIGNAL:
+        return RouteDecision("NOT_BOOK", 1.0 - best, (clause,), (), why, clause)
+    return RouteDecision("AMBIGUOUS", 0.5, (clause,), books, why, clause)
+
+
+def _resolve_ambiguous(decision: RouteDecision, tools: BookTools) -> RouteDecision:
+    """One concept-map lookup: strong matches → BOOK (their books), else NOT_BOOK."""
+    strong = []
+    for book_id, matches in tools.concept_map_lookup(decision.question):
+        best = max((m.score for m in (*matches.entities, *matches.themes, *matches.events)), default=0.0)
+        if best >= STRONG_CONCEPT_SCORE:
+            strong.append((best, book_id))
+    strong.sort(key=lambda s: (-s[0], s[1]))
+    if strong:
+        books = tuple(b for _, b in strong)
+        return RouteDecision(
+            "BOOK", strong[0][0], decision.suggested_queries, books, "AMBIGUOUS resolved by the concept map", decision.question
+        )
+    return RouteDecision(
+        "NOT_BOOK", 0.5, decision.suggested_queries, (), "AMBIGUOUS: no strong concept-map match", decision.question
+    )
+
+
+def _deterministic(
+    clause: str, catalog: Sequence[BookInfo], stores: Mapping[str, Any], concept_maps: Mapping[str, ConceptMap]
+) -> RouteDecision:
+    signals = []
+    for book in catalog:
+        top = stores[book.book_id].lexical(clause, 1)
+        signal, why = _book_signal(book, clause, concept_maps.get(book.book_id), top[0].text if top else "")
+        signals.append((book.book_id, signal, why))
+    return _decide(clause, signals)
+
+
+def _router_messages(clause: str, catalog: Sequence[BookInfo]) -> list[dict[str, str]]:
+    books = "\n".join(f"- {b.book_id}: {b.title} by {b.author} ({b.language})" for b in catalog) or "(none)"
+    tools = ", ".join(
+        ["book_concept_map.lookup", "chapter_summary.get", "text_search", "semantic_search", "chunk.get", "book_synopsis.get"]
+    )
+    return [
+        {
+            "role": "system",
+            "content": "You route questions for a reading assistant. route BOOK when the question is about "
+            "one of the user's books, NOT_BOOK for general knowledge (answered from an offline encyclopedia "
+            "or the web), AMBIGUOUS when unsure. List the book ids it is about in book_ids and up to three "
+            f"short search queries in suggested_queries. Book tools: {tools}.\nBooks:\n{books}",
+        },
+        {"role": "user", "content": clause},
+    ]
+
+
+def _validated(answer: Mapping[str, Any], clause: str, catalog: Sequence[BookInfo]) -> RouteDecision:
+    """The LLM's route as a ``RouteDecision``; ``ValueError`` when it is not a valid one."""
+    route = answer.get("route")
+    if route not in ROUTES:
+        raise ValueError(f"route must be one of {', '.join(ROUTES)}, not {route!r}")
+    confidence = answer.get("confidence")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
+        raise ValueError(f"confidence must be a number in [0, 1], not {confidence!r}")
+    queries = answer.get("suggested_queries")
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise ValueError("suggested_queries must be a list of strings")
+    known = {b.book_id for b in catalog}
+    book_ids = tuple(b for b in answer.get("book_ids") or () if isinstance(b, str) and b in known)
+    kept = tuple(q.strip() for q in queries if q.strip())[:3] or (clause,)
+    return RouteDecision(route, float(confidence), kept, book_ids, "LLM router", clause)
+
+
+# --- nodes -------------------------------------------------------------------------------------------
+
+
+def question_clauses(question: str) -> tuple[str, ...]:
+    """The question's clauses (a simple question is one clause)."""
+    if not question.strip():
+        raise FolioError("question", "empty question")
+    return _clauses(question)
+
+
+def book_catalog(book_stores: dict) -> tuple[BookInfo, ...]:
+    """The library books' metadata, by title."""
+    infos = [
+        BookInfo(s.book_id, s.descriptor.get("title", ""), s.descriptor.get("author", ""), s.descriptor.get("language", ""))
+        for s in book_stores.values()
+    ]
+    return tuple(sorted(infos, key=lambda b: (b.title.lower(), b.book_id)))
+
+
+@cache(behavior="recompute")
+def tool_budget(max_tool_calls: int) -> ToolBudget:
+    """The question's tool budget (router, tools and LLM requests)."""
+    return ToolBudget(int(max_tool_calls))
+
+
+@cache(behavior="recompute")
+def deterministic_routes(
+    question_clauses: tuple[str, ...], book_catalog: tuple[BookInfo, ...], book_stores: dict, concept_maps: dict
+) -> tuple[RouteDecision, ...]:
+    """Each clause's deterministic route (AMBIGUOUS not yet resolved)."""
+    return tuple(_deterministic(c, book_catalog, book_stores, concept_maps) for c in question_clauses)
+
+
+@cache(behavior="recompute")
+@config.when(llm="none")
+def routes__none(
+    deterministic_routes: tuple[RouteDecision, ...], book_tools: BookTools, tool_budget: ToolBudget
+) -> tuple[RouteDecision, ...]:
+    """Deterministic routes; AMBIGUOUS ones resolved by one concept-map lookup each."""
+    out = []
+    for decision in deterministic_routes:
+        tool_budget.spend("router")
+        out.append(_resolve_ambiguous(decision, book_tools) if decision.route == "AMBIGUOUS" else decision)
+    return tuple(out)
+
+
+@cache(behavior="recompute")
+@config.when(llm="openai")
+def routes__openai(
+    deterministic_routes: tuple[RouteDecision, ...],
+    book_catalog: tuple[BookInfo, ...],
+    book_tools: BookTools,
+    llm_client: Any,
+) -> tuple[RouteDecision, ...]:
+    """The LLM's routes, validated; an invalid answer or failed call falls back to the deterministic route."""
+    out = []
+    for fallback in deterministic_routes:
+        clause = fallback.question
+        try:
+            answer = llm_client.chat_json(_router_messages(clause, book_catalog), ROUTER_SCHEMA)
+            decision = _validated(answer, clause, book_catalog)
+            if decision.route == "BOOK" and not decision.book_ids:
+                decision = RouteDecision(
+                    "BOOK", decision.confidence, decision.suggested_queries,
+                    fallback.book_ids or tuple(b.book_id for b in book_catalog), decision.reason, clause,
+                )
+        except BudgetExceeded:
+            raise
+        except (LLMError, ValueError) as exc:
+            decision = RouteDecision(
+                fallback.route, fallback.confidence, fallback.suggested_queries, fallback.book_ids,
+                f"LLM router failed ({exc}); deterministic router: {fallback.reason}", clause,
+            )
+        if decision.route == "AMBIGUOUS":
+            decision = _resolve_ambiguous(decision, book_tools)
+        out.append(decision)
+    return tuple(out)

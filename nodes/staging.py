@@ -1,0 +1,86 @@
+"""Staging: the book's descriptor (``book.json``) written last, marking the staged directory complete.
+
+``book.json`` holds what the catalog needs (metadata, chapters without text, counts, the embedding
+model and chunk settings), so the DuckDB catalog can always be rebuilt from the book directories.
+
+Config keys: none. Limitations: the swap into the library is done by ``dataflows.library``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hamilton.function_modifiers import cache
+
+from nodes.backends.encoder import Encoder
+from nodes.types import Chunk, ConceptMap, IndexFile, Manifest, StagedBook
+
+FORMAT_VERSION = 1
+
+
+def _descriptor(
+    manifest: Manifest, chunks: tuple[Chunk, ...], n_windows: int, model_id: str, chunk_size: int, chunk_overlap: float
+) -> dict[str, object]:
+    per_chapter: dict[str, int] = {}
+    for chunk in chunks:
+        per_chapter[chunk.chapter_id] = per_chapter.get(chunk.chapter_id, 0) + 1
+    return {
+        "format_version": FORMAT_VERSION,
+        "book_id": manifest.book_id,
+        "title": manifest.title,
+        "author": manifest.author,
+        "language": manifest.language,
+        "source_file": manifest.source_file,
+        "format": manifest.format,
+        "content_hash": manifest.content_hash,
+        "embedding_model": model_id,
+        "chunk_tokens": chunk_size,
+        "chunk_overlap": chunk_overlap,
+        "n_chunks": len(chunks),
+        "n_windows": n_windows,
+        "chapters": [
+            {
+                "chapter_id": c.chapter_id,
+                "order": c.order,
+                "title": c.title,
+                "length": c.length,
+                "n_chunks": per_chapter.get(c.chapter_id, 0),
+            }
+            for c in manifest.chapters
+        ],
+    }
+
+
+@cache(behavior="recompute")
+def staged_book(
+    manifest: Manifest,
+    chunks: tuple[Chunk, ...],
+    lexical_index: IndexFile,
+    vector_index: IndexFile,
+    concept_map_file: IndexFile,
+    encoder: Encoder,
+    chunk_size: int,
+    chunk_overlap: float,
+    staging_dir: str,
+) -> StagedBook:
+    """The complete staged book directory; ``book.json`` is written last."""
+    descriptor = _descriptor(manifest, chunks, vector_index.count, encoder.model_id, chunk_size, chunk_overlap)
+    path = Path(staging_dir) / "book.json"
+    path.write_text(json.dumps(descriptor, indent=1, ensure_ascii=False), encoding="utf-8")
+    return StagedBook(
+        book_id=manifest.book_id,
+        directory=str(staging_dir),
+        title=manifest.title,
+        n_chapters=len(manifest.chapters),
+        n_chunks=len(chunks),
+        n_windows=vector_index.count,
+    )
+
+
+@cache(behavior="recompute")
+def concept_map_file(concept_map: ConceptMap, staging_dir: str) -> IndexFile:
+    """The book's concept map as deterministic JSON (``concept_map.json``) in the staging directory."""
+    path = Path(staging_dir) / "concept_map.json"
+    path.write_bytes(concept_map.to_json())
+    return IndexFile(path=str(path), count=len(concept_map.entities) + len(concept_map.themes) + len(concept_map.events))

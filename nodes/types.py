@@ -1,0 +1,493 @@
+"""Shared value types passed between Folio's stages.
+
+Every node output is a small immutable value: a frozen dataclass or a tuple of them.
+Offsets are character offsets into a chapter's text (``chapter.text[start:end]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class FolioError(Exception):
+    """A user-facing failure about one file or source: printed as one line by the CLI.
+
+    ``source`` names the file, book or server the failure concerns.
+    """
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RawChapter:
+    """A chapter as parsed from the source: title and plain text (paragraphs separated by blank lines)."""
+
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ParsedBook:
+    """A parsed source file before ids are assigned."""
+
+    source_path: str
+    format: str  # "epub" | "txt"
+    title: str
+    author: str
+    language: str
+    chapters: tuple[RawChapter, ...]
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """A chapter with its stable, content-derived id."""
+
+    chapter_id: str
+    order: int
+    title: str
+    text: str
+
+    @property
+    def length(self) -> int:
+        return len(self.text)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a book is: identity, metadata and its chapters in reading order."""
+
+    book_id: str
+    title: str
+    author: str
+    language: str
+    source_file: str
+    format: str
+    content_hash: str
+    chapters: tuple[Chapter, ...]
+
+    def chapter(self, chapter_id: str) -> Chapter:
+        for chapter in self.chapters:
+            if chapter.chapter_id == chapter_id:
+                return chapter
+        raise KeyError(chapter_id)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A span of one chapter: ``chapter.text[start:end] == text``; never crosses a chapter boundary."""
+
+    chunk_id: str
+    chapter_id: str
+    ordinal: int  # position of the chunk within the book
+    start: int
+    end: int
+    n_tokens: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Window:
+    """A piece of a chunk that fits the encoder's window; several windows map back to one chunk."""
+
+    window_id: int  # key in the vector index, unique within the book
+    chunk_id: str
+    start: int  # chapter offsets, inside the chunk's span
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result, located exactly."""
+
+    book_id: str
+    chapter_id: str
+    chapter_title: str
+    chunk_id: str
+    start: int
+    end: int
+    score: float
+    text: str
+    signals: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "book_id": self.book_id,
+            "chapter_id": self.chapter_id,
+            "chapter_title": self.chapter_title,
+            "chunk_id": self.chunk_id,
+            "start": self.start,
+            "end": self.end,
+            "score": round(self.score, 6),
+            "text": self.text,
+        }
+
+
+# --- Kiwix (ZIM archives) -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KiwixBook:
+    """One ZIM archive as a searchable book. ``name`` is the file name without ``.zim``."""
+
+    name: str
+    title: str
+    language: str
+    description: str
+    article_count: int
+    is_wikipedia: bool
+    location: str  # file path (libzim) or base URL (http)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One article found in a Kiwix book, with clean text (no HTML) in title and excerpt."""
+
+    book: str
+    path: str
+    title: str
+    excerpt: str
+    url: str
+    origin: str = "search"  # how it was found: "search", "suggest", "disambiguation", ...
+
+
+@dataclass(frozen=True)
+class Article:
+    """A whole article read from a Kiwix book, as clean text."""
+
+    book: str
+    path: str
+    title: str
+    text: str
+    url: str
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """A file an ingest node wrote into the book's staging directory."""
+
+    path: str
+    count: int
+
+
+@dataclass(frozen=True)
+class StagedBook:
+    """A fully written book directory, ready to be swapped into the library."""
+
+    book_id: str
+    directory: str
+    title: str
+    n_chapters: int
+    n_chunks: int
+    n_windows: int
+
+
+# --- Concept map (nodes/concepts.py) ---------------------------------------------------------------
+# A per-book map of entities, themes and events with chapter links and light evidence. Chapter ids of
+# every item are ordered by evidence (strongest first). ``to_json`` is deterministic (sorted keys,
+# floats rounded to 6 places), so the same book and config give byte-identical bytes.
+
+CONCEPT_MAP_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """An excerpt pointer: ``chapter.text[start:end]``, inside the span of chunk ``chunk_id``."""
+
+    chapter_id: str
+    chunk_id: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A named character, place or thing; ``aliases`` lists every surface form, the name included."""
+
+    entity_id: str
+    name: str
+    aliases: tuple[str, ...]
+    mentions: int
+    chapter_ids: tuple[str, ...]
+    terms: tuple[str, ...]
+    excerpts: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Theme:
+    """A cluster of chunks about one topic: a short label, its keywords and the chapters it spans."""
+
+    theme_id: str
+    label: str
+    keywords: tuple[str, ...]
+    size: int  # chunks in the cluster
+    cohesion: float  # mean blended similarity between its chunks
+    chapter_ids: tuple[str, ...]
+    excerpts: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Entities that appear together (same paragraph or window), where and how often."""
+
+    event_id: str
+    label: str
+    participants: tuple[str, ...]  # entity ids, most salient first
+    weight: int  # paragraphs or windows where they appear together
+    chapter_ids: tuple[str, ...]
+    terms: tuple[str, ...]
+    excerpts: tuple[Evidence, ...]
+
+
+def _concept_plain(value: object) -> object:
+    """JSON-ready form of concept-map values (tuples as lists, floats rounded)."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, (tuple, list)):
+        return [_concept_plain(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _concept_plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    return value
+
+
+def _concept_item(cls: type, row: dict) -> object:
+    """Rebuild one entity, theme or event from its JSON form (lists back to tuples)."""
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
+    values["excerpts"] = tuple(Evidence(**e) for e in row["excerpts"])
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class ConceptMap:
+    """A book's concept map: entities, themes and events, each linked to at most 24 chapters."""
+
+    book_id: str
+    entities: tuple[Entity, ...]
+    themes: tuple[Theme, ...]
+    events: tuple[Event, ...]
+    version: int = CONCEPT_MAP_VERSION
+
+    def to_json(self) -> bytes:
+        """Deterministic UTF-8 JSON: sorted keys, no whitespace, floats rounded to 6 places."""
+        import json
+
+        return json.dumps(
+            _concept_plain(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ConceptMap:
+        """Read bytes written by ``to_json``; raise FolioError if they are not a concept map."""
+        import json
+
+        try:
+            raw = json.loads(data)
+            return cls(
+                book_id=raw["book_id"],
+                entities=tuple(_concept_item(Entity, row) for row in raw["entities"]),
+                themes=tuple(_concept_item(Theme, row) for row in raw["themes"]),
+                events=tuple(_concept_item(Event, row) for row in raw["events"]),
+                version=int(raw["version"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FolioError("concept map", f"not a valid concept map: {exc}") from None
+
+
+@dataclass(frozen=True)
+class ConceptMatch:
+    """One concept-map item matching a query: ``kind`` is "entity", "theme" or "event"."""
+
+    kind: str
+    item_id: str
+    label: str
+    score: float
+    chapter_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConceptMatches:
+    """Concept-map items matching a query, best first, and the chapters they point to, best first."""
+
+    query: str
+    entities: tuple[ConceptMatch, ...]
+    themes: tuple[ConceptMatch, ...]
+    events: tuple[ConceptMatch, ...]
+    chapter_ids: tuple[str, ...]
+
+
+# --- end of concept map ----------------------------------------------------------------------------
+
+
+# --- Kiwix query path (nodes/kiwix.py, scoring.py, fusion.py) -------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoredCandidate:
+    """A candidate with its total score and the points of every signal that fired."""
+
+    candidate: Candidate
+    score: float
+    breakdown: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class BookSearch:
+    """What the search ladder found in one book, or why that book could not be searched."""
+
+    book: str
+    candidates: tuple[Candidate, ...]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ContextSection:
+    """One source's part of the context."""
+
+    source: str  # book name (or any source label)
+    title: str
+    url: str
+    score: float
+    text: str
+
+
+@dataclass(frozen=True)
+class KiwixContext:
+    """The fused context, the sections it was built from, and per-source errors (source, reason)."""
+
+    text: str
+    sections: tuple[ContextSection, ...]
+    errors: tuple[tuple[str, str], ...] = ()
+
+
+# --- Ask: routing, book flow, cross-source fusion, answers (nodes/routing.py, book_tools.py, answering.py)
+# Routes are "BOOK", "NOT_BOOK" or "AMBIGUOUS". A citation is a book location (book_id, chapter_id,
+# chapter_title, chunk_id, start, end) or a Kiwix/web location (zim or url, path, title).
+
+ROUTES = ("BOOK", "NOT_BOOK", "AMBIGUOUS")
+
+
+@dataclass(frozen=True)
+class BookInfo:
+    """What the router knows about one library book (from ``book.json``)."""
+
+    book_id: str
+    title: str
+    author: str
+    language: str = ""
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """Where a question (or clause) goes: route, confidence in [0, 1], books, and what to search."""
+
+    route: str
+    confidence: float
+    suggested_queries: tuple[str, ...] = ()
+    book_ids: tuple[str, ...] = ()  # books the question is about, best first (empty for NOT_BOOK)
+    reason: str = ""
+    question: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "route": self.route,
+            "confidence": round(self.confidence, 3),
+            "suggested_queries": list(self.suggested_queries),
+            "book_ids": list(self.book_ids),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a claim comes from: a book chunk (``kind`` "book") or an article (``kind`` "kiwix" / "web")."""
+
+    kind: str
+    book_id: str = ""
+    chapter_id: str = ""
+    chapter_title: str = ""
+    chunk_id: str = ""
+    start: int = 0
+    end: int = 0
+    zim: str = ""
+    path: str = ""
+    title: str = ""
+    url: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        if self.kind == "book":
+            return {
+                "book_id": self.book_id,
+                "chapter_id": self.chapter_id,
+                "chapter_title": self.chapter_title,
+                "chunk_id": self.chunk_id,
+                "start": self.start,
+                "end": self.end,
+            }
+        if self.kind == "kiwix":
+            return {"zim": self.zim, "path": self.path, "title": self.title}
+        return {"source": self.kind, "url": self.url, "title": self.title}
+
+
+@dataclass(frozen=True)
+class BookEvidence:
+    """What the book flow retrieved: hits best first, where it looked and whether it is enough."""
+
+    hits: tuple[Hit, ...]
+    question_kind: str  # "concrete" | "conceptual"
+    scope: tuple[str, ...] | None  # chapter ids searched last (None = whole books)
+    searched: tuple[str, ...]  # one line per search made, for "what was searched"
+    sufficient: bool
+    widened: bool = False
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """One source's answer to one question or clause (``error`` set when it failed)."""
+
+    source: str  # "book" | "kiwix" | "web" | "news"
+    label: str  # shown in the ``[SOURCE — LABEL]`` header
+    text: str
+    citations: tuple[Citation, ...] = ()
+    error: str | None = None
+    clause: str = ""
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FusedContext:
+    """The cross-source fusion of source results: joined text, the results kept, and notes."""
+
+    text: str
+    results: tuple[SourceResult, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to a question, with its citations, route, sources, tool-call count and notes."""
+
+    question: str
+    answer: str
+    citations: tuple[Citation, ...]
+    route: str
+    sources_used: tuple[str, ...]
+    tool_calls: int
+    notes: tuple[str, ...] = ()
+    routes: tuple[RouteDecision, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "answer": self.answer,
+            "citations": [c.as_dict() for c in self.citations],
+            "route": self.route,
+            "sources_used": list(self.sources_used),
+            "tool_calls": self.tool_calls,
+            "notes": list(self.notes),
+        }
+
+
+# --- end of ask ------------------------------------------------------------------------------------

@@ -1,0 +1,265 @@
+"""OpenAIChatClient against the scripted OpenAI-compatible server: answers, retries, JSON modes, repair."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from nodes.backends.llm import (
+    LLMError,
+    OpenAIChatClient,
+    check_schema,
+    parse_json_answer,
+)
+from nodes.types import FolioError
+from tests.servers import Reply, ScriptedLLMServer, dead_url
+
+SCHEMA: dict[str, Any] = {
+    "title": "book ranking",
+    "type": "object",
+    "properties": {"books": {"type": "array"}, "reason": {"type": "string"}},
+    "required": ["books"],
+}
+ASK = [{"role": "user", "content": "Which books?"}]
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer() as server:
+        yield server
+
+
+def client(server: ScriptedLLMServer, **kwargs: Any) -> OpenAIChatClient:
+    kwargs.setdefault("backoff", 0.01)
+    kwargs.setdefault("timeout", 5.0)
+    return OpenAIChatClient(server.url, "test-model", api_key_env="FOLIO_TEST_LLM_KEY", **kwargs)
+
+
+def test_chat_returns_the_answer_and_sends_model_messages_and_temperature(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.answer("Hello there"))
+    result = client(llm).chat(ASK, temperature=0.3)
+    assert result.content == "Hello there"
+    assert result.tool_calls == ()
+    assert result.raw["choices"][0]["finish_reason"] == "stop"
+    sent = llm.requests[0]
+    assert (sent["model"], sent["messages"], sent["temperature"]) == ("test-model", ASK, 0.3)
+    assert "response_format" not in sent and "tools" not in sent
+
+
+def test_api_key_comes_from_the_named_environment_variable(
+    llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FOLIO_TEST_LLM_KEY", "sk-test-123")
+    llm.push("ok")
+    client(llm).chat(ASK)
+    assert llm.headers[0]["authorization"] == "Bearer sk-test-123"
+
+
+def test_no_authorization_header_without_a_key(
+    llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FOLIO_TEST_LLM_KEY", raising=False)
+    llm.push("ok")
+    client(llm).chat(ASK)
+    assert "authorization" not in llm.headers[0]
+
+
+def test_tool_calls_are_returned_with_parsed_arguments(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.tools(("kiwix_search", {"book": "wp", "query": "moon"}), ("broken", "{not json")))
+    tools = [{"type": "function", "function": {"name": "kiwix_search", "parameters": {"type": "object"}}}]
+    result = client(llm).chat(ASK, tools=tools)
+    assert [c.name for c in result.tool_calls] == ["kiwix_search", "broken"]
+    assert result.tool_calls[0].arguments() == {"book": "wp", "query": "moon"}
+    with pytest.raises(LLMError, match="not valid JSON"):
+        result.tool_calls[1].arguments()
+    assert llm.requests[0]["tools"] == tools
+
+
+def test_a_500_is_retried_and_then_succeeds(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.fail(500), Reply.answer("recovered"))
+    chat = client(llm, max_retries=2)
+    assert chat.chat(ASK).content == "recovered"
+    assert chat.calls == 2
+    assert len(llm.requests) == 2
+
+
+def test_5xx_answers_give_up_after_max_retries(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.fail(503), Reply.fail(502), Reply.fail(500), Reply.answer("never reached"))
+    chat = client(llm, max_retries=2)
+    with pytest.raises(LLMError, match="HTTP 500") as info:
+        chat.chat(ASK)
+    assert chat.calls == 3
+    assert info.value.status == 500
+    assert llm.remaining == 1
+
+
+def test_backoff_grows_exponentially(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.fail(500), Reply.fail(500), Reply.answer("ok"))
+    started = time.monotonic()
+    client(llm, max_retries=2, backoff=0.2).chat(ASK)
+    assert time.monotonic() - started >= 0.2 + 0.4
+
+
+def test_a_400_is_not_retried(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.fail(400, "bad request: unknown field"), Reply.answer("never reached"))
+    chat = client(llm, max_retries=2)
+    with pytest.raises(LLMError, match="HTTP 400: bad request: unknown field") as info:
+        chat.chat(ASK)
+    assert chat.calls == 1
+    assert info.value.status == 400
+    assert info.value.source == f"{llm.url}/chat/completions"
+
+
+def test_a_timeout_is_retried_and_then_fails(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.slow(1.0), Reply.slow(1.0))
+    chat = client(llm, timeout=0.2, max_retries=1)
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="timeout"):
+        chat.chat(ASK)
+    assert chat.calls == 2
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_timeout_then_an_answer_succeeds(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.slow(1.0), Reply.answer("in time"))
+    chat = client(llm, timeout=0.2, max_retries=1)
+    assert chat.chat(ASK).content == "in time"
+    assert chat.calls == 2
+
+
+def test_a_dead_server_is_an_llm_error_which_is_a_folio_error() -> None:
+    chat = OpenAIChatClient(dead_url() + "/v1", "m", max_retries=1, backoff=0.01, timeout=2.0)
+    with pytest.raises(FolioError, match="cannot reach the server") as info:
+        chat.chat(ASK)
+    assert isinstance(info.value, LLMError)
+    assert chat.calls == 2
+
+
+def test_a_malformed_response_body_is_an_llm_error_without_retry(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.malformed(), Reply.answer("never reached"))
+    chat = client(llm)
+    with pytest.raises(LLMError, match="not JSON"):
+        chat.chat(ASK)
+    assert chat.calls == 1
+
+
+def test_chat_json_asks_for_a_json_schema_response_format(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.answer({"books": ["wp100"], "reason": "astronomy"}))
+    assert client(llm).chat_json(ASK, SCHEMA) == {"books": ["wp100"], "reason": "astronomy"}
+    fmt = llm.requests[0]["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["schema"] == SCHEMA
+    assert fmt["json_schema"]["name"] == "book_ranking"
+
+
+def test_chat_json_falls_back_to_json_object_then_plain_and_remembers(llm: ScriptedLLMServer) -> None:
+    llm.push(
+        Reply.fail(400, "response_format json_schema not supported"),
+        Reply.fail(400, "response_format not supported"),
+        Reply.answer({"books": []}),
+        Reply.answer({"books": ["a"]}),
+    )
+    chat = client(llm)
+    assert chat.chat_json(ASK, SCHEMA) == {"books": []}
+    formats = [r.get("response_format", {}).get("type") for r in llm.requests]
+    assert formats == ["json_schema", "json_object", None]
+    assert '"required":["books"]' in llm.requests[2]["messages"][0]["content"]  # schema as instructions
+    assert chat.chat_json(ASK, SCHEMA) == {"books": ["a"]}
+    assert "response_format" not in llm.requests[3]  # the refusal is remembered
+    assert chat.calls == 4
+
+
+def test_chat_json_does_not_fall_back_on_an_auth_error(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.fail(401, "invalid api key"), Reply.answer({"books": []}))
+    chat = client(llm)
+    with pytest.raises(LLMError, match="invalid api key"):
+        chat.chat_json(ASK, SCHEMA)
+    assert chat.calls == 1
+
+
+def test_malformed_json_is_repaired_once(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.answer("Sure! {books: [wp100]"), Reply.answer({"books": ["wp100"]}))
+    chat = client(llm)
+    assert chat.chat_json(ASK, SCHEMA) == {"books": ["wp100"]}
+    repair = llm.requests[1]["messages"]
+    assert repair[-2] == {"role": "assistant", "content": "Sure! {books: [wp100]"}
+    assert "not valid JSON" in repair[-1]["content"] or "not JSON" in repair[-1]["content"]
+    assert chat.calls == 2
+
+
+def test_a_missing_required_key_is_repaired(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.answer({"reason": "no books key"}), Reply.answer({"books": ["x"], "reason": "fixed"}))
+    assert client(llm).chat_json(ASK, SCHEMA)["books"] == ["x"]
+    assert "missing required key(s): books" in llm.requests[1]["messages"][-1]["content"]
+
+
+def test_json_still_invalid_after_the_repair_is_an_llm_error(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.answer("not json"), Reply.answer("still not json"), Reply.answer({"books": []}))
+    chat = client(llm)
+    with pytest.raises(LLMError, match="invalid JSON answer after one repair"):
+        chat.chat_json(ASK, SCHEMA)
+    assert chat.calls == 2
+    assert llm.remaining == 1
+
+
+def test_on_call_hook_can_refuse_calls_as_a_budget(llm: ScriptedLLMServer) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def budget(payload: dict[str, Any]) -> None:
+        if len(seen) >= 2:
+            raise LLMError("llm", "tool budget exhausted (2 calls)")
+        seen.append(payload)
+
+    llm.push("one", "two", "three")
+    chat = client(llm, on_call=budget)
+    assert [chat.chat(ASK).content for _ in range(2)] == ["one", "two"]
+    with pytest.raises(LLMError, match="budget exhausted"):
+        chat.chat(ASK)
+    assert len(llm.requests) == 2
+    assert seen[0]["messages"] == ASK
+
+
+def test_models_lists_the_server_models(llm: ScriptedLLMServer) -> None:
+    chat = client(llm)
+    assert chat.models() == ("scripted-model",)
+    assert chat.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"books": ["a"]}', {"books": ["a"]}),
+        ('```json\n{"books": ["a"]}\n```', {"books": ["a"]}),
+        ('Here you go: {"books": []} hope it helps', {"books": []}),
+    ],
+)
+def test_parse_json_answer_accepts_fences_and_surrounding_prose(
+    content: str, expected: dict[str, Any]
+) -> None:
+    assert parse_json_answer(content, SCHEMA) == expected
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("no json at all", "not JSON"),
+        ('["a", "b"]', "must be a JSON object"),
+        ('{"reason": "x"}', "missing required key(s): books"),
+        ('{"books": "wp100"}', "'books' must be of type array"),
+    ],
+)
+def test_parse_json_answer_rejects_with_a_reason(content: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=None) as info:
+        parse_json_answer(content, SCHEMA)
+    assert reason in str(info.value)
+
+
+def test_check_schema_does_not_take_a_bool_for_a_number() -> None:
+    schema = {"properties": {"score": {"type": "number"}}, "required": ["score"]}
+    check_schema({"score": 0.5}, schema)
+    check_schema({"score": 2}, schema)
+    with pytest.raises(ValueError, match="'score' must be of type number"):
+        check_schema({"score": True}, schema)

@@ -1,0 +1,435 @@
+"""Concept map (nodes/concepts.py): entities, themes, events, lookup, on real books and golden texts."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nodes.concepts import (
+    _entity_drafts,
+    _stable_id,
+    _theme_clusters,
+    _top_terms,
+    concept_map,
+    concept_map_lookup,
+)
+from nodes.text import fold
+from nodes.types import (
+    Chapter,
+    Chunk,
+    ConceptMap,
+    Entity,
+    Event,
+    Evidence,
+    FolioError,
+    Manifest,
+    Theme,
+)
+from tests.conftest import DATA_DIR
+
+SHERLOCK = DATA_DIR / "books/epub/doyle_the-adventures-of-sherlock-holmes.epub"
+MOBY = DATA_DIR / "books/epub/melville_moby-dick.epub"
+THRESHOLD = 0.53  # configs/default.yaml
+CENTROID_WEIGHT = 0.7
+
+
+# --- real inputs: the ingest pipeline's own parsing, chunking and window-mean chunk vectors ----------
+
+
+def _inputs(path: Path, encoder) -> tuple[Manifest, tuple[Chunk, ...], np.ndarray]:
+    from nodes.chunking import chunks, windows
+    from nodes.embedding import chunk_vectors
+    from nodes.parsing import manifest, parsed_book
+
+    if not path.is_file():
+        pytest.fail(f"real test data missing: {path}")
+    book = manifest(parsed_book(str(path)))
+    book_chunks = chunks(book, encoder, 800, 0.1)
+    book_windows = windows(book_chunks, encoder, 32)
+    vectors = encoder.encode([w.text for w in book_windows], 32)
+    return book, book_chunks, chunk_vectors(vectors, book_windows, book_chunks)
+
+
+@pytest.fixture(scope="module")
+def sherlock_inputs(encoder):
+    return _inputs(SHERLOCK, encoder)
+
+
+@pytest.fixture(scope="module")
+def moby_inputs(encoder):
+    return _inputs(MOBY, encoder)
+
+
+@pytest.fixture(scope="module")
+def sherlock_map(sherlock_inputs) -> ConceptMap:
+    return concept_map(*sherlock_inputs, THRESHOLD, CENTROID_WEIGHT)
+
+
+@pytest.fixture(scope="module")
+def moby_map(moby_inputs) -> ConceptMap:
+    return concept_map(*moby_inputs, THRESHOLD, CENTROID_WEIGHT)
+
+
+def _entities_with_alias(cmap: ConceptMap, *aliases: str) -> list[Entity]:
+    return [e for e in cmap.entities if set(aliases) & set(e.aliases)]
+
+
+def _chapter_id(book: Manifest, title: str) -> str:
+    return next(c.chapter_id for c in book.chapters if c.title == title)
+
+
+# --- golden texts for the pure helpers -----------------------------------------------------------
+
+GOLDEN_CHAPTERS = [
+    "Chapter One\n\n"
+    "The morning was grey. Mr. Sherlock Holmes sat by the fire. But Holmes said nothing to Mrs. Hudson, "
+    "who brought the tea. The tea was cold, and Mrs. Hudson took it away.\n\n"
+    "Then Mr. Holmes rose. Chapter and verse, said he to Dr. Watson, who laughed. Watson went out with "
+    "Holmes, and the two walked down to the river with Mr. John Clay.",
+    "But the case was dark. Sherlock Holmes and Watson met Mr. John Turner, and then John Clay again. "
+    "The old man spoke of England and of New England, where Mr. Rucastle and Mrs. Rucastle lived.\n\n"
+    "Mrs. Rucastle wept; Mr. Rucastle laughed at Mrs. Rucastle; Holmes waited, and Watson watched John. "
+    "The White Whale, said Watson, was a tale for England; the White Whale was only a white whale "
+    "to Mr. Rucastle, and Mrs. Hudson went home to England.\n\n"
+    "John Clay and John Turner shook hands. Later John Turner and John Clay saw the White Whale near "
+    "New England. John smiled. John ran.",
+]
+
+
+@pytest.fixture(scope="module")
+def golden_drafts():
+    return {d.name: d for d in _entity_drafts(GOLDEN_CHAPTERS)}
+
+
+def test_sentence_initial_common_words_are_not_entities(golden_drafts) -> None:
+    for word in ("The", "But", "Then", "Chapter", "Chapter One", "Chapter and"):
+        assert not any(word in d.aliases for d in golden_drafts.values()), word
+
+
+def test_holmes_aliases_merge_into_sherlock_holmes(golden_drafts) -> None:
+    holmes = golden_drafts["Sherlock Holmes"]
+    assert {"Sherlock Holmes", "Holmes", "Mr. Holmes", "Mr. Sherlock Holmes"} <= set(holmes.aliases)
+    assert not any(
+        "Holmes" in a for name, d in golden_drafts.items() if name != "Sherlock Holmes" for a in d.aliases
+    )
+
+
+def test_mrs_hudson_is_separate_from_holmes(golden_drafts) -> None:
+    hudson = golden_drafts["Mrs. Hudson"]
+    assert hudson.aliases == ("Mrs. Hudson",)
+    assert len(hudson.mentions) == 3
+
+
+def test_title_of_the_other_gender_stays_a_separate_entity(golden_drafts) -> None:
+    assert golden_drafts["Mr. Rucastle"].aliases == ("Mr. Rucastle",)
+    assert golden_drafts["Mrs. Rucastle"].aliases == ("Mrs. Rucastle",)
+
+
+def test_ambiguous_first_name_is_not_merged(golden_drafts) -> None:
+    # "John" could be John Clay or John Turner: it joins neither.
+    assert golden_drafts["John"].aliases == ("John",)
+    assert golden_drafts["John Clay"].aliases == ("John Clay", "Mr. John Clay")
+    assert golden_drafts["John Turner"].aliases == ("John Turner", "Mr. John Turner")
+
+
+def test_place_name_does_not_merge_into_a_longer_place(golden_drafts) -> None:
+    assert "New England" not in golden_drafts["England"].aliases
+    assert len(golden_drafts["England"].mentions) == 3
+
+
+def test_capitalised_phrase_is_a_name_when_rarely_written_in_lower_case(golden_drafts) -> None:
+    assert len(golden_drafts["White Whale"].mentions) == 3
+
+
+def test_dr_watson_and_watson_are_one_entity(golden_drafts) -> None:
+    assert set(golden_drafts["Watson"].aliases) == {"Watson", "Dr. Watson"}
+    assert len(golden_drafts["Watson"].mentions) == 5
+
+
+def test_stable_ids_are_hashes_of_content() -> None:
+    assert _stable_id("ent", "ahab") == "ent-" + hashlib.sha1(b"ahab").hexdigest()[:12]
+    assert _stable_id("ent", "ahab") != _stable_id("ent", "starbuck")
+    assert _stable_id("ent", "ahab") != _stable_id("evt", "ahab")
+
+
+def test_entity_id_depends_only_on_the_name() -> None:
+    def entity_ids(text: str) -> dict[str, str]:
+        book = Manifest("b", "t", "a", "en", "x.txt", "txt", "h", (Chapter("c1", 0, "One", text),))
+        chunk = Chunk("c1.000", "c1", 0, 0, len(text), 100, text)
+        cmap = concept_map(book, (chunk,), np.ones((1, 4), dtype=np.float32), THRESHOLD, CENTROID_WEIGHT)
+        return {e.name: e.entity_id for e in cmap.entities}
+
+    first = entity_ids("Then Ahab spoke to Starbuck. Ahab was angry and Starbuck was afraid of Ahab.")
+    second = entity_ids("Later Ahab saw Flask. Flask ran, and Ahab laughed at Flask before Ahab slept.")
+    assert first["Ahab"] == second["Ahab"] == _stable_id("ent", "ahab")
+
+
+def test_bigram_keyphrase_replaces_the_unigram_it_contains() -> None:
+    vocabulary = ["ahab", "sea", "whale", "white", "white whale"]
+    weights = np.array([0.5, 0.4, 0.9, 0.8, 0.7])
+    assert _top_terms(weights, vocabulary, 3) == ("white whale", "ahab", "sea")
+    assert _top_terms(weights, vocabulary, 3, exclude=frozenset({"ahab"})) == ("white whale", "sea")
+
+
+def test_theme_clusters_drop_singletons_and_respect_the_cap() -> None:
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(6, 16))
+    points = np.repeat(centres, 5, axis=0) + 0.05 * rng.normal(size=(30, 16))
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    similarity = points @ points.T
+    found = _theme_clusters(similarity, 0.3)
+    assert sorted(len(c) for c in found) == [5] * 6
+    assert all(len({i // 5 for i in cluster}) == 1 for cluster in found)
+    capped = _theme_clusters(similarity, 1e-9, max_themes=4)
+    assert len(capped) <= 4
+    assert all(len(c) >= 2 for c in capped)
+
+
+def _tiny_map() -> ConceptMap:
+    ev = (Evidence("c1", "c1.000", 0, 10),)
+    ahab = Entity("ent-a", "Ahab", ("Ahab", "Captain Ahab"), 9, ("c2", "c1"), ("leg",), ev)
+    starbuck = Entity("ent-s", "Starbuck", ("Starbuck", "Mr. Starbuck"), 5, ("c1",), ("mate",), ev)
+    whale = Entity("ent-w", "White Whale", ("White Whale",), 4, ("c3",), ("hump",), ev)
+    theme = Theme("thm-1", "whale / sea", ("whale", "sea", "white whale"), 3, 0.51234, ("c3", "c4"), ev)
+    event = Event("evt-1", "Encounter: Ahab + Starbuck", ("ent-a", "ent-s"), 3, ("c1",), ("deck",), ev)
+    return ConceptMap("book", (ahab, starbuck, whale), (theme,), (event,))
+
+
+def test_to_json_is_deterministic_and_round_trips() -> None:
+    cmap = _tiny_map()
+    data = cmap.to_json()
+    assert data == _tiny_map().to_json()
+    assert ConceptMap.from_json(data) == cmap
+    assert data.index(b'"book_id"') < data.index(b'"entities"') < data.index(b'"events"')  # sorted keys
+
+
+def test_from_json_rejects_bytes_that_are_not_a_concept_map() -> None:
+    with pytest.raises(FolioError, match="not a valid concept map"):
+        ConceptMap.from_json(b'{"book_id": "x"}')
+
+
+def test_lookup_ranks_the_event_naming_both_participants_first() -> None:
+    matches = concept_map_lookup(_tiny_map(), "when does Ahab argue with Starbuck?")
+    assert matches.events[0].item_id == "evt-1"
+    assert matches.events[0].score > max(m.score for m in matches.entities)
+    assert matches.chapter_ids[0] == "c1"
+
+
+def test_lookup_exact_entity_beats_theme_keywords() -> None:
+    matches = concept_map_lookup(_tiny_map(), "the white whale")
+    assert matches.entities[0].item_id == "ent-w"
+    assert matches.entities[0].score == 1.0
+    assert matches.themes[0].score < 1.0
+    assert matches.chapter_ids[0] == "c3"
+
+
+def test_lookup_of_unknown_words_matches_nothing() -> None:
+    matches = concept_map_lookup(_tiny_map(), "quantum chromodynamics")
+    assert (matches.entities, matches.themes, matches.events, matches.chapter_ids) == ((), (), (), ())
+
+
+def test_mismatched_vectors_are_a_folio_error() -> None:
+    text = "Ahab met Starbuck."
+    book = Manifest("b", "t", "a", "en", "x.txt", "txt", "h", (Chapter("c1", 0, "One", text),))
+    chunk = Chunk("c1.000", "c1", 0, 0, len(text), 5, text)
+    with pytest.raises(FolioError, match="2 chunk vectors for 1 chunks"):
+        concept_map(book, (chunk,), np.ones((2, 4), dtype=np.float32), THRESHOLD, CENTROID_WEIGHT)
+
+
+# --- The Adventures of Sherlock Holmes (real EPUB) ------------------------------------------------
+
+
+def test_sherlock_holmes_is_one_entity_with_his_aliases(sherlock_map) -> None:
+    found = _entities_with_alias(sherlock_map, "Holmes", "Sherlock Holmes", "Mr. Holmes")
+    assert len(found) == 1
+    assert found[0].name == "Sherlock Holmes"
+    assert {"Sherlock Holmes", "Mr. Holmes", "Holmes"} <= set(found[0].aliases)
+    assert sherlock_map.entities[0] == found[0]  # the most salient entity
+
+
+def test_holmes_is_linked_to_every_story(sherlock_inputs, sherlock_map) -> None:
+    book = sherlock_inputs[0]
+    (holmes,) = _entities_with_alias(sherlock_map, "Sherlock Holmes")
+    assert set(holmes.chapter_ids) == {c.chapter_id for c in book.chapters}
+
+
+def test_watson_is_one_entity(sherlock_map) -> None:
+    found = _entities_with_alias(sherlock_map, "Watson", "Dr. Watson")
+    assert len(found) == 1
+    assert len(found[0].chapter_ids) >= 8
+
+
+def test_irene_adler_is_one_entity_linked_first_to_a_scandal_in_bohemia(
+    sherlock_inputs, sherlock_map
+) -> None:
+    book = sherlock_inputs[0]
+    found = _entities_with_alias(sherlock_map, "Irene Adler", "Miss Irene Adler")
+    assert len(found) == 1
+    assert found[0].chapter_ids[0] == _chapter_id(book, "A Scandal in Bohemia")
+
+
+def test_story_characters_are_linked_to_their_story(sherlock_inputs, sherlock_map) -> None:
+    book = sherlock_inputs[0]
+    for alias, story in [
+        ("Jabez Wilson", "The Redheaded League"),
+        ("James Windibank", "A Case of Identity"),
+        ("Helen Stoner", "The Adventure of the Speckled Band"),
+        ("Neville St. Clair", "The Man with the Twisted Lip"),
+    ]:
+        (entity,) = _entities_with_alias(sherlock_map, alias)
+        assert entity.chapter_ids[0] == _chapter_id(book, story), alias
+
+
+def test_mrs_hudson_is_not_holmes(sherlock_map) -> None:
+    (hudson,) = _entities_with_alias(sherlock_map, "Mrs. Hudson")
+    assert hudson.name == "Mrs. Hudson"
+    assert not any("Holmes" in a for a in hudson.aliases)
+
+
+def test_common_sentence_starters_are_not_sherlock_entities(sherlock_map) -> None:
+    aliases = {a for e in sherlock_map.entities for a in e.aliases}
+    assert not aliases & {"The", "But", "It", "Chapter", "When", "Then", "There", "Yes", "No", "Oh"}
+
+
+def test_holmes_and_watson_meet_in_an_event(sherlock_map) -> None:
+    (holmes,) = _entities_with_alias(sherlock_map, "Sherlock Holmes")
+    (watson,) = _entities_with_alias(sherlock_map, "Watson")
+    event = next(
+        e for e in sherlock_map.events if set(e.participants) == {holmes.entity_id, watson.entity_id}
+    )
+    assert event.label == "Encounter: Sherlock Holmes + Watson"
+    assert event.weight >= 10
+
+
+def test_sherlock_lookup_of_irene_adler_routes_to_a_scandal_in_bohemia(sherlock_inputs, sherlock_map) -> None:
+    matches = concept_map_lookup(sherlock_map, "Who is Irene Adler?")
+    assert matches.chapter_ids[0] == _chapter_id(sherlock_inputs[0], "A Scandal in Bohemia")
+
+
+# --- Moby-Dick (real EPUB) --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_moby_dick_has_its_main_characters(moby_map) -> None:
+    names = {e.name for e in moby_map.entities}
+    assert {"Ahab", "Starbuck", "Queequeg", "Ishmael", "Moby Dick"} <= names
+    (ahab,) = _entities_with_alias(moby_map, "Ahab")
+    assert "Captain Ahab" in ahab.aliases
+
+
+@pytest.mark.slow
+def test_moby_dick_sizes_are_within_the_targets(moby_map) -> None:
+    assert 25 <= len(moby_map.themes) <= 100
+    assert 50 <= len(moby_map.entities) <= 200
+    assert 50 <= len(moby_map.events) <= 200
+
+
+@pytest.mark.slow
+def test_moby_dick_entities_are_linked_to_chapters_that_mention_them(moby_inputs, moby_map) -> None:
+    text = {c.chapter_id: c.text for c in moby_inputs[0].chapters}
+    for name in ("Ahab", "Starbuck", "Queequeg", "Moby Dick"):
+        (entity,) = [e for e in moby_map.entities if e.name == name]
+        assert all(name in text[c] for c in entity.chapter_ids), name
+
+
+@pytest.mark.slow
+def test_moby_dick_themes_have_labels_keywords_and_stable_ids(moby_map) -> None:
+    assert len({t.theme_id for t in moby_map.themes}) == len(moby_map.themes)
+    for theme in moby_map.themes:
+        assert theme.theme_id.startswith("thm-")
+        assert theme.label and theme.keywords and theme.size >= 2
+        assert theme.label.split(" / ")[0] == theme.keywords[0]
+
+
+@pytest.mark.slow
+def test_lookup_of_white_whale_returns_chapters_that_mention_it(moby_inputs, moby_map) -> None:
+    text = {c.chapter_id: c.text.lower() for c in moby_inputs[0].chapters}
+    matches = concept_map_lookup(moby_map, "white whale")
+    assert matches.entities[0].label == "White Whale"
+    assert len(matches.chapter_ids) == 10
+    assert all("white whale" in text[c] for c in matches.chapter_ids[:5])
+    assert sum("white whale" in text[c] for c in matches.chapter_ids) >= 8
+
+
+@pytest.mark.slow
+def test_lookup_takes_under_a_few_milliseconds(moby_map) -> None:
+    concept_map_lookup(moby_map, "warm-up builds the index")
+    queries = ["white whale", "Ahab and Starbuck", "Queequeg harpoon", "the whiteness of the whale", "Pip"]
+    start = time.perf_counter()
+    for _ in range(200):
+        for query in queries:
+            concept_map_lookup(moby_map, query)
+    per_query_ms = (time.perf_counter() - start) * 1000 / (200 * len(queries))
+    print(f"concept_map_lookup: {per_query_ms:.3f} ms per query (Moby-Dick map)")
+    assert per_query_ms < 5.0
+
+
+# --- both books: caps, evidence, determinism ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["sherlock", "moby"])
+def book_and_map(request):
+    if request.param == "moby":
+        request.applymarker(pytest.mark.slow)
+    inputs = request.getfixturevalue(f"{request.param}_inputs")
+    return inputs, request.getfixturevalue(f"{request.param}_map")
+
+
+def test_caps_hold(book_and_map) -> None:
+    _, cmap = book_and_map
+    assert len(cmap.entities) <= 500 and len(cmap.themes) <= 200 and len(cmap.events) <= 500
+    for item in (*cmap.entities, *cmap.themes, *cmap.events):
+        assert 1 <= len(item.chapter_ids) <= 24
+        assert len(set(item.chapter_ids)) == len(item.chapter_ids)
+        assert 1 <= len(item.excerpts) <= 2
+
+
+def test_excerpt_pointers_lie_inside_their_chunk(book_and_map) -> None:
+    (_, chunks, _), cmap = book_and_map
+    by_id = {c.chunk_id: c for c in chunks}
+    for item in (*cmap.entities, *cmap.themes, *cmap.events):
+        for ev in item.excerpts:
+            chunk = by_id[ev.chunk_id]
+            assert chunk.chapter_id == ev.chapter_id
+            assert chunk.start <= ev.start < ev.end <= chunk.end
+            assert ev.end - ev.start <= 400
+
+
+def test_entity_excerpts_show_the_entity(book_and_map) -> None:
+    (book, _, _), cmap = book_and_map
+    text = {c.chapter_id: c.text for c in book.chapters}
+    for entity in cmap.entities:
+        ev = entity.excerpts[0]
+        assert any(alias in text[ev.chapter_id][ev.start : ev.end] for alias in entity.aliases), entity.name
+
+
+def test_event_excerpts_mostly_show_both_participants(book_and_map) -> None:
+    (book, _, _), cmap = book_and_map
+    text = {c.chapter_id: c.text for c in book.chapters}
+    aliases = {e.entity_id: e.aliases for e in cmap.entities}
+    shown = 0
+    for event in cmap.events:
+        ev = event.excerpts[0]
+        excerpt = text[ev.chapter_id][ev.start : ev.end]
+        shown += all(any(a in excerpt for a in aliases[p]) for p in event.participants)
+    assert shown >= 0.75 * len(cmap.events)
+
+
+def test_ids_are_unique_and_events_name_known_entities(book_and_map) -> None:
+    _, cmap = book_and_map
+    entity_ids = [e.entity_id for e in cmap.entities]
+    assert len(set(entity_ids)) == len(entity_ids)
+    assert all(e.entity_id == _stable_id("ent", fold(e.name)) for e in cmap.entities)
+    assert len({v.event_id for v in cmap.events}) == len(cmap.events)
+    assert all(set(v.participants) <= set(entity_ids) and len(v.participants) == 2 for v in cmap.events)
+
+
+def test_rebuild_is_byte_identical(book_and_map) -> None:
+    inputs, cmap = book_and_map
+    again = concept_map(*inputs, THRESHOLD, CENTROID_WEIGHT)
+    assert again.to_json() == cmap.to_json()
+    assert ConceptMap.from_json(cmap.to_json()) == cmap

@@ -1,0 +1,150 @@
+"""The library directory: atomic swap, crash recovery, identical ids, bad input that fails alone."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dataflows.api import ingest
+from dataflows.library import Library
+from nodes import vectors
+from tests.conftest import ALICE_EPUB, BOOKS, REPO_DIR
+
+
+def _snapshot(path: Path) -> dict[str, str]:
+    """sha256 of every file under books/, plus the catalog rows."""
+    out = {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((path / "books").rglob("*"))
+        if p.is_file()
+    }
+    con = duckdb.connect(str(path / "catalog.duckdb"), read_only=True)
+    try:
+        out["catalog.books"] = repr(con.execute("SELECT book_id, content_hash, n_chunks FROM books ORDER BY 1").fetchall())
+        out["catalog.chapters"] = repr(con.execute("SELECT book_id, chapter_id, ord FROM chapters ORDER BY 1, 3").fetchall())
+    finally:
+        con.close()
+    return out
+
+
+def test_same_book_ingested_twice_yields_identical_ids(alice_copy):
+    lib = Library(alice_copy)
+    before = lib.descriptors()
+    chunk_ids = [h.chunk_id for h in lib.store(before[0]["book_id"]).chunks_in()]
+    lib.close()
+    report = ingest([ALICE_EPUB], library=alice_copy)
+    assert report.ok
+    after = Library(alice_copy)
+    assert [b["book_id"] for b in after.descriptors()] == [b["book_id"] for b in before]
+    assert after.descriptors()[0]["chapters"] == before[0]["chapters"]
+    assert [h.chunk_id for h in after.store(before[0]["book_id"]).chunks_in()] == chunk_ids
+
+
+def test_offsets_round_trip_for_every_chunk(alice_library):
+    lib = Library(alice_library)
+    (book,) = lib.descriptors()
+    store = lib.store(book["book_id"])
+    chunks = store.chunks_in()
+    assert len(chunks) == book["n_chunks"] > 5
+    for chunk in chunks:
+        assert store.chapter_text(chunk.chapter_id)[chunk.start : chunk.end] == chunk.text
+
+
+def test_failed_ingest_leaves_the_library_exactly_as_it_was(alice_copy, monkeypatch):
+    before = _snapshot(alice_copy)
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(vectors, "_write_index", explode)
+    report = ingest([ALICE_EPUB, BOOKS / "txt/pg35_wells_the-time-machine.txt"], library=alice_copy)
+    assert len(report.errors) == 2 and not report.ingested
+    assert "disk on fire" in str(report.errors[0]) and "carroll_alice" in str(report.errors[0])
+    assert _snapshot(alice_copy) == before
+    assert not any((alice_copy / "staging").iterdir())
+
+
+def test_crash_between_the_two_renames_is_undone_on_next_open(alice_copy):
+    lib = Library(alice_copy)
+    (book_id,) = lib.book_ids()
+    before = _snapshot(alice_copy)
+    os.rename(alice_copy / "books" / book_id, alice_copy / "trash" / f"{book_id}-deadbeef")  # crash here
+    with lib.writer():
+        pass
+    assert _snapshot(alice_copy) == before
+
+
+def test_killed_ingest_leaves_the_library_intact(alice_copy, tmp_path):
+    before = _snapshot(alice_copy)
+    book = BOOKS / "txt/pg35_wells_the-time-machine.txt"
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dataflows.cli", "ingest", str(book), "--library", str(alice_copy), "--quiet"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    staged = None
+    while time.time() < deadline and proc.poll() is None:
+        staged = next((alice_copy / "staging").glob("*/book.sqlite"), None)
+        if staged is not None:
+            break
+        time.sleep(0.05)
+    assert staged is not None, "ingest never reached the indexing stage"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _snapshot(alice_copy) == before
+    with Library(alice_copy).writer():
+        pass
+    assert not any((alice_copy / "staging").iterdir())
+    assert _snapshot(alice_copy) == before
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    return subprocess.run([sys.executable, "-m", "dataflows.cli", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_bad_files_fail_alone_with_one_line_each(alice_copy, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    binary = tmp_path / "picture.txt"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8)
+    truncated = tmp_path / "truncated.epub"
+    truncated.write_bytes(ALICE_EPUB.read_bytes()[:5000])
+    missing = tmp_path / "nope.epub"
+    result = _run_cli("ingest", str(empty), str(binary), str(truncated), str(missing), str(ALICE_EPUB), "--library", str(alice_copy), "--quiet")
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if line.startswith("folio: ")]
+    assert len(lines) == 4, result.stderr
+    for bad, line in zip((empty, binary, truncated, missing), lines, strict=True):
+        assert str(bad) in line
+    assert "Traceback" not in result.stderr
+    assert len(Library(alice_copy).book_ids()) == 1
+
+
+def test_books_json_lists_id_title_author_chapters_chunks(alice_library):
+    result = _run_cli("books", "--library", str(alice_library), "--json")
+    assert result.returncode == 0
+    (row,) = json.loads(result.stdout)
+    assert row["title"].startswith("Alice")
+    assert row["chapters"] == 10 and row["chunks"] > 5
+    assert row["author"]
+
+
+def test_two_writers_are_refused_clearly(alice_copy):
+    lib = Library(alice_copy)
+    with lib.writer():
+        from nodes.types import FolioError
+
+        with pytest.raises(FolioError, match="another ingest"):
+            with Library(alice_copy).writer():
+                pass
