@@ -34,6 +34,8 @@ demo: setup
 	$(BIN)/folio search "the speckled band" --library $(LIBRARY) -k 3
 	$(BIN)/folio search "a girl falls down a rabbit hole" --mode semantic --library $(LIBRARY) -k 3
 	$(BIN)/folio search "who did the wolf trick to open the door" --library $(LIBRARY) -k 3
+	$(BIN)/folio concepts "Irene Adler" --library $(LIBRARY) -k 3
+	$(BIN)/folio kiwix "Why did the Beatles stop touring?" --zim $(DATA)/zim/*.zim
 
 lint: setup
 	$(BIN)/ruff check .

@@ -10,16 +10,15 @@ stores are shared per process, so warm calls pay no load time.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dataflows.config import load_config
-from dataflows.drivers import ingest_driver, search_driver
+from dataflows.drivers import search_driver
 from dataflows.library import Library
-from nodes.backends.embedding_cache import EmbeddingCache
+from dataflows.parallel import ingest_books
 from nodes.backends.progress import NullProgress, Progress
 from nodes.types import FolioError, Hit, StagedBook
 
@@ -56,7 +55,9 @@ def book_files(paths: Iterable[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw).expanduser()
         if path.is_dir():
-            out.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in BOOK_SUFFIXES))
+            out.extend(
+                sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in BOOK_SUFFIXES)
+            )
         else:
             out.append(path)
     return out
@@ -68,40 +69,28 @@ def ingest(
     config: str | Path | Mapping[str, Any] | None = None,
     profile: str | None = None,
     progress: Progress | None = None,
+    cache: bool = True,
 ) -> IngestReport:
-    """Ingest books into the library, one atomic swap per book; a bad file fails alone."""
+    """Ingest books into the library, one atomic swap per book; a bad file fails alone.
+
+    Folders expand to the books below them; several books run in parallel on the config's
+    ``executor`` (``dataflows.parallel``), one book or ``workers: 1`` in-process. With ``cache``
+    (default), unchanged work is reused from the library's node-result cache.
+    """
     lib = _library(library)
     overrides: dict[str, Any] = {"chunk_profile": profile} if profile else {}
     cfg = _config(config, overrides)
-    dr = ingest_driver(cfg)
     report = IngestReport()
-    bar = progress or NullProgress()
+    files = book_files(paths)
+    if not files:
+        return report
     with lib.writer():
-        cache = EmbeddingCache(lib.cache_dir / "embeddings")
-        try:
-            for path in book_files(paths):
-                staging = lib.new_staging_dir(path.stem)
-                try:
-                    result = dr.execute(
-                        ["staged_book"],
-                        inputs={
-                            "source_path": str(path),
-                            "staging_dir": str(staging),
-                            "embedding_cache": cache,
-                            "progress": bar,
-                        },
-                    )
-                    staged: StagedBook = result["staged_book"]
-                    lib.install(staged)
-                    report.ingested.append(staged)
-                except FolioError as exc:
-                    report.errors.append(exc)
-                except Exception as exc:  # one bad book never stops the others
-                    report.errors.append(FolioError(str(path), f"ingest failed: {type(exc).__name__}: {exc}"))
-                finally:
-                    shutil.rmtree(staging, ignore_errors=True)
-        finally:
-            cache.close()
+        results = ingest_books(files, lib, cfg, progress or NullProgress(), cache=cache)
+    for result in results:
+        if isinstance(result, FolioError):
+            report.errors.append(result)
+        else:
+            report.ingested.append(result)
     return report
 
 

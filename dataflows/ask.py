@@ -53,16 +53,15 @@ def ask_config(
     kiwix_url: str | None = None,
 ) -> dict[str, Any]:
     """The ask config: ``config`` (a file, a mapping of overrides, or the defaults) with the Kiwix source applied."""
-    if isinstance(config, Mapping):
-        cfg = load_config(None, overrides=dict(config))
-    else:
-        cfg = load_config(config)
+    cfg = load_config(None, overrides=dict(config)) if isinstance(config, Mapping) else load_config(config)
     if zim_paths:
         cfg.update(kiwix="libzim", zim_paths=[str(p) for p in zim_paths])
     elif kiwix_url:
         cfg.update(kiwix="http", kiwix_url=kiwix_url)
     if cfg.get("answer_mode") not in ("pipeline", "agent"):
-        raise FolioError("answer_mode", f"unknown answer mode {cfg.get('answer_mode')!r}: use pipeline or agent")
+        raise FolioError(
+            "answer_mode", f"unknown answer mode {cfg.get('answer_mode')!r}: use pipeline or agent"
+        )
     if cfg.get("answer_mode") == "agent" and cfg.get("llm") != "openai":
         raise FolioError("answer_mode", "agent mode needs an LLM: set llm: openai (see configs/agent.yaml)")
     fusion._source_names(cfg.get("sources") or ["book"], int(cfg.get("fusion_max_sources") or 4))
@@ -114,7 +113,9 @@ def _encoder(cfg: Mapping[str, Any]) -> tuple[Any, str | None]:
 def _kiwix_result(result: Any, clause: str) -> SourceResult:
     paths = {s.candidate.url: s.candidate.path for s in result.candidates}
     citations = tuple(
-        Citation("kiwix", zim=s.source, path=paths.get(s.url, s.url.split("/", 3)[-1]), title=s.title, url=s.url)
+        Citation(
+            "kiwix", zim=s.source, path=paths.get(s.url, s.url.split("/", 3)[-1]), title=s.title, url=s.url
+        )
         for s in result.context.sections
     )
     label = " + ".join(dict.fromkeys(s.title for s in result.context.sections)) or "kiwix"
@@ -203,7 +204,9 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``folio ask QUESTION [--library DIR] [--zim PATH... | --kiwix-url URL] [--config FILE] [--json]``."""
     parser = subparsers.add_parser("ask", help="answer a question from your books and Kiwix, with citations")
     parser.add_argument("question", help="the question, in plain words")
-    parser.add_argument("--library", default=None, help="library directory (default: $FOLIO_LIBRARY or per-user data dir)")
+    parser.add_argument(
+        "--library", default=None, help="library directory (default: $FOLIO_LIBRARY or per-user data dir)"
+    )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--zim", nargs="+", metavar="PATH", help="ZIM files to search too (libzim)")
     source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve to search too")
@@ -238,7 +241,11 @@ def run_ask_command(args: argparse.Namespace) -> int:
     """Run ``folio ask``; a ``FolioError`` is printed as one line ``source: reason`` (exit status 1)."""
     try:
         result = ask(
-            args.question, config=args.config, library=args.library, zim_paths=args.zim, kiwix_url=args.kiwix_url
+            args.question,
+            config=args.config,
+            library=args.library,
+            zim_paths=args.zim,
+            kiwix_url=args.kiwix_url,
         )
     except FolioError as exc:
         print(f"{exc.source}: {exc.reason}", file=sys.stderr)
@@ -266,7 +273,9 @@ def fusion_overhead(delays: Sequence[float] = (0.02, 0.05, 0.1), runs: int = 20)
     def make(i: int, delay: float) -> Callable[[str], SourceResult]:
         def source(clause: str) -> SourceResult:
             time.sleep(delay)
-            return SourceResult(("kiwix", "web", "news")[i % 3], f"s{i}", f"Result {i} about {clause}. It says {i}.")
+            return SourceResult(
+                ("kiwix", "web", "news")[i % 3], f"s{i}", f"Result {i} about {clause}. It says {i}."
+            )
 
         return source
 

@@ -100,6 +100,63 @@ def _table(summary: dict) -> str:
     return "\n".join(f"{key:>10}  {value}" for key, value in summary.items())
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    from dataflows.caching import cache_info, clear_cache
+    from dataflows.library import Library
+
+    lib = Library(args.library)
+    if args.action == "clear":
+        with lib.writer():
+            clear_cache(lib.path)
+        print(f"cleared the cache of {lib.path}")
+        return 0
+    info = cache_info(lib.path)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"library            {info['library']}")
+        print(f"node results       {info['node_results']} ({info['node_results_bytes'] / 2**20:.1f} MiB)")
+        print(f"window embeddings  {info['window_embeddings']} ({info['window_embeddings_bytes'] / 2**20:.1f} MiB)")
+    return 0
+
+
+def cmd_concepts(args: argparse.Namespace) -> int:
+    from dataflows.library import Library
+    from nodes.types import ConceptMap
+
+    lib = Library(args.library)
+    book_ids = [lib.resolve_book(args.book)] if args.book else lib.book_ids()
+    if not book_ids:
+        raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
+    rows = []
+    for book_id in book_ids:
+        path = lib.books_dir / book_id / "concept_map.json"
+        if not path.exists():
+            raise FolioError(book_id, "no concept map: re-ingest the book")
+        concept_map = ConceptMap.from_json(path.read_bytes())
+        titles = lib.store(book_id).titles
+        found = concept_map.lookup(args.query, limit=args.k)
+        for match in sorted([*found.entities, *found.themes, *found.events], key=lambda m: -m.score):
+            rows.append((book_id, match, titles))
+    if args.json:
+        print(json.dumps([{"book_id": b, **_match_dict(m, t)} for b, m, t in rows], indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print("no matching entities, themes or events")
+    for book_id, match, titles in rows:
+        chapters = ", ".join(titles.get(c, c) for c in match.chapter_ids[:6])
+        more = f" (+{len(match.chapter_ids) - 6} more)" if len(match.chapter_ids) > 6 else ""
+        print(f"{match.kind:<7} {match.score:6.2f}  {match.label}  [{book_id}]")
+        print(f"        chapters: {chapters}{more}")
+    return 0
+
+
+def _match_dict(match: object, titles: dict[str, str]) -> dict[str, object]:
+    out = {name: getattr(match, name) for name in match.__dataclass_fields__}
+    out["chapter_titles"] = [titles.get(c, c) for c in out.get("chapter_ids", ())]
+    return out
+
+
 def cmd_viz(args: argparse.Namespace) -> int:
     from dataflows.viz import render_all
 
@@ -147,6 +204,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--details", action="store_true", help="per-question rows")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("cache", help="show or clear the library's node and embedding cache")
+    p.add_argument("action", choices=["info", "clear"])
+    p.add_argument("--library", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_cache)
+
+    p = sub.add_parser("concepts", help="look up entities, themes and events in a book's concept map")
+    p.add_argument("query")
+    p.add_argument("--book", default=None, help="book id (default: every book)")
+    p.add_argument("--library", default=None)
+    p.add_argument("-k", type=int, default=10)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_concepts)
 
     p = sub.add_parser("viz", help="render the DAG diagrams of every config into viz/")
     p.add_argument("--out", default=None)

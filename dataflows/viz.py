@@ -16,12 +16,14 @@ from hamilton import driver
 
 from dataflows.config import config_files, load_config
 from dataflows.drivers import ingest_driver, search_driver
+from dataflows.parallel import library_driver
 
 VIZ_DIR = Path(__file__).resolve().parent.parent / "viz"
 
 
 def _dag_builders() -> dict[str, Callable[[dict[str, Any]], driver.Driver]]:
     builders: dict[str, Callable[[dict[str, Any]], driver.Driver]] = {"ingest": ingest_driver, "search": search_driver}
+    builders["library"] = library_driver  # the library-ingest DAG (its executor variant follows `executor`)
     try:
         from dataflows.kiwix_query import kiwix_driver
     except ImportError:

@@ -32,11 +32,19 @@ from typing import Any
 from hamilton.function_modifiers import cache, config
 
 from nodes.backends.llm import LLMError, OpenAIChatClient
-from nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, stems
+from nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, sentence_spans, stems
 from nodes.book_tools import SEMANTIC_UNAVAILABLE, _question_kind
 from nodes.fusion import NO_RESULTS
-from nodes.text import sentences
-from nodes.types import Answer, BookEvidence, BookInfo, Citation, FusedContext, Hit, RouteDecision, SourceResult
+from nodes.types import (
+    Answer,
+    BookEvidence,
+    BookInfo,
+    Citation,
+    FusedContext,
+    Hit,
+    RouteDecision,
+    SourceResult,
+)
 
 NOT_FOUND = "I could not find support for this in the books."
 _MARKER = re.compile(r"\[(\d+)\]")
@@ -51,7 +59,7 @@ def _citation(hit: Hit) -> Citation:
 
 def _best_sentence(terms: frozenset[str], hit: Hit) -> str:
     """The sentence of the chunk sharing most content words with the question (earliest on ties)."""
-    spans = sentences(hit.text)
+    spans = sentence_spans(hit.text)
     if not spans:
         return " ".join(hit.text.split())
     best = max(range(len(spans)), key=lambda i: (coverage(terms, hit.text[spans[i][0] : spans[i][1]]), -i))
@@ -156,7 +164,11 @@ def _agent_run(
                     "role": "assistant",
                     "content": result.content or None,
                     "tool_calls": [
-                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments_json},
+                        }
                         for c in result.tool_calls
                     ],
                 }
@@ -182,13 +194,23 @@ def _ranked_seen(question: str, seen: dict[str, Hit]) -> list[Hit]:
 
 
 def _book_result(
-    route: RouteDecision, text: str, citations: Sequence[Citation], catalog: Sequence[BookInfo], notes: Sequence[str]
+    route: RouteDecision,
+    text: str,
+    citations: Sequence[Citation],
+    catalog: Sequence[BookInfo],
+    notes: Sequence[str],
 ) -> SourceResult:
-    return SourceResult("book", _label(route.book_ids, catalog), text, tuple(citations), None, route.question, tuple(notes))
+    return SourceResult(
+        "book", _label(route.book_ids, catalog), text, tuple(citations), None, route.question, tuple(notes)
+    )
 
 
 def _extractive_result(
-    route: RouteDecision, evidence: BookEvidence, catalog: Sequence[BookInfo], max_citations: int, notes: Sequence[str] = ()
+    route: RouteDecision,
+    evidence: BookEvidence,
+    catalog: Sequence[BookInfo],
+    max_citations: int,
+    notes: Sequence[str] = (),
 ) -> SourceResult:
     all_notes = (*evidence.notes, *notes)
     if not evidence.sufficient:
@@ -283,7 +305,9 @@ def book_results__agent(
     out = []
     for r in book_questions:
         tools = book_tools.for_books(r.book_ids)
-        content, notes = _agent_run(llm_client, tools, r.question, [b for b in book_catalog if b.book_id in r.book_ids])
+        content, notes = _agent_run(
+            llm_client, tools, r.question, [b for b in book_catalog if b.book_id in r.book_ids]
+        )
         if tools.semantic_error is not None and SEMANTIC_UNAVAILABLE not in notes:
             notes.append(SEMANTIC_UNAVAILABLE)
         cited = _located(content, tools.seen) if content else None
@@ -292,8 +316,13 @@ def book_results__agent(
             continue
         ranked = _ranked_seen(r.question, tools.seen)
         evidence = BookEvidence(
-            tuple(ranked), _question_kind(r.question), None,
-            tuple(f"agent tool calls: {', '.join(tools.budget.calls)}",), bool(ranked),
+            tuple(ranked),
+            _question_kind(r.question),
+            None,
+            tuple(
+                f"agent tool calls: {', '.join(tools.budget.calls)}",
+            ),
+            bool(ranked),
         )
         if content:
             notes.append("agent answer cited no retrieved excerpt: extractive answer given")
@@ -318,6 +347,8 @@ def answer(
     for r in routes:
         if r.reason.startswith(("AMBIGUOUS", "LLM router failed")):
             notes.append(f"router: {r.reason}")
+    if any(r.route == "NOT_BOOK" for r in routes) and any(r.source == "book" for r in source_results):
+        notes.append("no other source is configured for a question outside the books: searched the books")
     for r in source_results:
         notes.extend(r.notes)
     notes.extend(fused_context.notes)

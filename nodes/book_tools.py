@@ -1,8 +1,11 @@
 """Book flow (``answer_mode: pipeline``): scope → retrieval plan → evidence (one escalation at most).
 
-1. Scope: one ``book_concept_map.lookup(clause)`` over the routed books; the chapters of the matches
-   scoring at least half of the best match (best at least ``SCOPE_MIN_SCORE``), at most
-   ``scope_max_chapters``, are the candidate chapters. No strong match: the whole books.
+1. Scope: one ``book_concept_map.lookup(clause)`` over the routed books. Only *specific* entity and
+   event matches narrow the search (themes are too broad: measured, they cost Moby-Dick questions):
+   items found in at most ``scope_max_chapters`` chapters (a name all over the book, such
+   as "Ahab", does not). The chapters of the specific matches scoring at least half of the best one
+   (best at least ``SCOPE_MIN_SCORE``), at most ``scope_max_chapters``, are the candidate chapters.
+   No specific match: the whole books.
 2. Retrieval plan, by the question-kind rule (no LLM):
    - *concrete* when the clause has a quotation, a digit or a capitalised name after its first word,
      or (without a conceptual cue) opens with who / whom / whose / where / when / which / what /
@@ -40,20 +43,62 @@ from typing import Any
 
 from hamilton.function_modifiers import cache, config
 
-from nodes.backends.tools import BookTools, BudgetExceeded, Session, SemanticUnavailable, ToolBudget, coverage, stems
+from nodes.backends.tools import (
+    BookTools,
+    BudgetExceeded,
+    SemanticUnavailable,
+    Session,
+    ToolBudget,
+    coverage,
+    stems,
+)
 from nodes.retrieval import _fuse_convex
 from nodes.text import words
 from nodes.types import BookEvidence, ConceptMap, Hit, RouteDecision
 
 SCOPE_MIN_SCORE = 0.2
+SCOPE_KINDS = ("entity", "event")  # themes are too broad to narrow the search (measured)
 SEMANTIC_UNAVAILABLE = "Semantic search unavailable"
 
-_CONCRETE_OPENERS = frozenset("who whom whose where when which what name list".split())
-_QUANTITY = frozenset("many much long old far often".split())
+_CONCRETE_OPENERS = frozenset(["who", "whom", "whose", "where", "when", "which", "what", "name", "list"])
+_QUANTITY = frozenset(["many", "much", "long", "old", "far", "often"])
 _CONCEPTUAL_CUES = frozenset(
-    "feel feels felt think thinks thought theme themes meaning mean means moral lesson lessons symbol "
-    "symbolize symbolise represent represents significance significant purpose relationship describe "
-    "explain compare personality attitude learn learned learnt happen happened happens".split()
+    [
+        "feel",
+        "feels",
+        "felt",
+        "think",
+        "thinks",
+        "thought",
+        "theme",
+        "themes",
+        "meaning",
+        "mean",
+        "means",
+        "moral",
+        "lesson",
+        "lessons",
+        "symbol",
+        "symbolize",
+        "symbolise",
+        "represent",
+        "represents",
+        "significance",
+        "significant",
+        "purpose",
+        "relationship",
+        "describe",
+        "explain",
+        "compare",
+        "personality",
+        "attitude",
+        "learn",
+        "learned",
+        "learnt",
+        "happen",
+        "happened",
+        "happens",
+    ]
 )
 _QUOTE = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
 
@@ -61,7 +106,7 @@ _QUOTE = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
 
 
 def _question_kind(question: str) -> str:
-    """"concrete" or "conceptual", by the rule in the module docstring."""
+    """ "concrete" or "conceptual", by the rule in the module docstring."""
     text = question.strip()
     ws = words(text)
     if not ws:
@@ -84,23 +129,22 @@ def _plan(kind: str) -> tuple[str, str]:
 
 def _scope(lookup: Sequence[tuple[str, Any]], max_chapters: int) -> tuple[str, ...] | None:
     """Candidate chapters from concept-map matches (see the module docstring); None = whole books."""
-    scored: list[tuple[float, int, str]] = []
+    scored: list[tuple[float, str]] = []
     for _, matches in lookup:
-        items = [*matches.entities, *matches.events, *matches.themes]
-        for m in items:
-            for rank, cid in enumerate(m.chapter_ids):
-                scored.append((m.score / (1.0 + 0.2 * rank), rank, cid))
+        for m in (*matches.entities, *matches.events, *matches.themes):
+            if m.kind not in SCOPE_KINDS or len(m.chapter_ids) > max_chapters:
+                continue  # a concept found all over the book does not narrow the search
+            scored.extend((m.score / (1.0 + 0.2 * rank), cid) for rank, cid in enumerate(m.chapter_ids))
     if not scored:
         return None
-    best = max(s for s, _, _ in scored)
+    best = max(s for s, _ in scored)
     if best < SCOPE_MIN_SCORE:
         return None
     order: dict[str, float] = {}
-    for s, _, cid in scored:
+    for s, cid in scored:
         if s >= 0.5 * best:
             order[cid] = max(order.get(cid, 0.0), s)
-    chapters = sorted(order, key=lambda c: (-order[c], c))[: max(1, int(max_chapters))]
-    return tuple(chapters) or None
+    return tuple(sorted(order, key=lambda c: (-order[c], c))[: max(1, int(max_chapters))]) or None
 
 
 def _sufficient(
@@ -122,7 +166,12 @@ def _fused(primary: Sequence[Hit], secondary: Sequence[Hit], weight: float, k: i
 
 
 def _search_once(
-    tools: BookTools, clause: str, plan: tuple[str, str], scope: tuple[str, ...] | None, k: int, notes: list[str]
+    tools: BookTools,
+    clause: str,
+    plan: tuple[str, str],
+    scope: tuple[str, ...] | None,
+    k: int,
+    notes: list[str],
 ) -> tuple[dict[str, tuple[Hit, ...]], list[str]]:
     """Run the plan's two searches in ``scope``; returns hits by tool and the search lines."""
     found: dict[str, tuple[Hit, ...]] = {}
@@ -179,7 +228,12 @@ def _evidence(
 
 @cache(behavior="recompute")
 def book_tools(
-    book_stores: dict, concept_maps: dict, encoder: object, tool_budget: ToolBudget, session: object, search_k: int
+    book_stores: dict,
+    concept_maps: dict,
+    encoder: object,
+    tool_budget: ToolBudget,
+    session: object,
+    search_k: int,
 ) -> BookTools:
     """The book tools over every library book, counted by the question's budget, cached in the session."""
     maps: dict[str, ConceptMap] = {b: m for b, m in concept_maps.items() if m is not None}
@@ -187,13 +241,18 @@ def book_tools(
     return BookTools(book_stores, maps, encoder, tool_budget, sess, k=int(search_k))
 
 
-def book_questions(routes: tuple[RouteDecision, ...], book_catalog: tuple) -> tuple[RouteDecision, ...]:
-    """The clauses that go to the books (every book when the route named none)."""
+def book_questions(
+    routes: tuple[RouteDecision, ...], source_plan: tuple[tuple[str, str], ...], book_catalog: tuple
+) -> tuple[RouteDecision, ...]:
+    """The clauses the source plan sends to the books (every book when the route named none)."""
+    to_books = {clause for source, clause in source_plan if source == "book"}
     every = tuple(b.book_id for b in book_catalog)
     return tuple(
-        r if r.book_ids else RouteDecision(r.route, r.confidence, r.suggested_queries, every, r.reason, r.question)
+        r
+        if r.book_ids
+        else RouteDecision(r.route, r.confidence, r.suggested_queries, every, r.reason, r.question)
         for r in routes
-        if r.route == "BOOK"
+        if r.question in to_books
     )
 
 
@@ -251,7 +310,9 @@ def book_evidence(
 
 @cache(behavior="recompute")
 @config.when(answer_summaries=True)
-def chapter_summaries__on(book_evidence: tuple[BookEvidence, ...], book_tools: BookTools) -> tuple[tuple[str, str], ...]:
+def chapter_summaries__on(
+    book_evidence: tuple[BookEvidence, ...], book_tools: BookTools
+) -> tuple[tuple[str, str], ...]:
     """Summaries of the chapters of each clause's top two hits (``answer_summaries: true``)."""
     out: list[tuple[str, str]] = []
     for ev in book_evidence:

@@ -18,8 +18,8 @@ questions). Config keys: ``search_k`` (depth searched, at least 10).
 from __future__ import annotations
 
 import csv
-import re
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence

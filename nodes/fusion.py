@@ -184,7 +184,10 @@ def _dedupe(results: Sequence[SourceResult]) -> tuple[SourceResult, ...]:
     not depend on the order the sources finished in.
     """
     keys = [_sentence_keys(r.text) for r in results]
-    order = sorted(range(len(results)), key=lambda i: (-len(keys[i]), results[i].source, results[i].label, results[i].text))
+    order = sorted(
+        range(len(results)),
+        key=lambda i: (-len(keys[i]), results[i].source, results[i].label, results[i].text),
+    )
     kept: list[int] = []
     for i in order:
         if not any(_is_duplicate(keys[i], keys[j]) for j in kept):
@@ -248,7 +251,7 @@ def _fuse_results(
     usable = [r for r in results if not r.error and not _looks_empty(r.text)]
     rank = {name: i for i, name in enumerate(source_order)}
     groups: dict[str, list[SourceResult]] = {}
-    for r in sorted(usable, key=lambda r: rank.get(r.source, len(rank))):
+    for r in sorted(usable, key=lambda r: (rank.get(r.source, len(rank)), r.clause, r.label, r.text)):
         groups.setdefault(r.source, []).append(r)
     merged = [_merge_group(g) for g in groups.values()]
     kept = _dedupe(merged) if len(merged) > 1 else tuple(merged)
@@ -280,7 +283,9 @@ def source_plan(
 
 
 @_cache(behavior="recompute")
-def pending_sources(source_plan: tuple[tuple[str, str], ...], external_sources: dict, fusion_pool: Any) -> Any:
+def pending_sources(
+    source_plan: tuple[tuple[str, str], ...], external_sources: dict, fusion_pool: Any
+) -> Any:
     """Every external (source, clause) job, submitted to the pool now."""
     jobs = [(s, c, external_sources[s]) for s, c in source_plan if s != "book"]
     return PendingJobs(fusion_pool, jobs)
@@ -294,15 +299,24 @@ def source_results(
     done, failed = pending_sources.collect(float(fusion_timeout_seconds))
     out = list(book_results)
     for source, clause, result in done:
-        out.append(result if isinstance(result, SourceResult) else SourceResult(source, source, str(result), clause=clause))
+        out.append(
+            result
+            if isinstance(result, SourceResult)
+            else SourceResult(source, source, str(result), clause=clause)
+        )
     out.extend(SourceResult(source, source, "", error=why, clause=clause) for source, clause, why in failed)
     return tuple(out)
 
 
 def fused_context(
-    source_results: tuple[SourceResult, ...], sources: list, fusion_max_sources: int, fusion_max_chars_per_source: int
+    source_results: tuple[SourceResult, ...],
+    sources: list,
+    fusion_max_sources: int,
+    fusion_max_chars_per_source: int,
 ) -> FusedContext:
     """The sources' results fused into one text (see the cross-source fusion notes above)."""
     order = _source_names(sources, fusion_max_sources)
-    text, kept, notes = _fuse_results(source_results, (*order, *KNOWN_SOURCES), int(fusion_max_chars_per_source))
+    text, kept, notes = _fuse_results(
+        source_results, (*order, *KNOWN_SOURCES), int(fusion_max_chars_per_source)
+    )
     return FusedContext(text, kept, notes)

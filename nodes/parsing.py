@@ -77,6 +77,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
+from hamilton.function_modifiers import cache
 from lxml import etree
 from lxml import html as lxml_html
 
@@ -85,11 +86,14 @@ from nodes.types import Chapter, FolioError, Manifest, ParsedBook, RawChapter
 # --- nodes -----------------------------------------------------------------------------------------
 
 
+@cache(behavior="recompute")
 def parsed_book(source_path: str) -> ParsedBook:
     """The book at ``source_path`` parsed into chapters (EPUB by zip magic, else plain text)."""
     data = _source_bytes(source_path)
     if _is_zip(data):
         return _epub_book(source_path)
+    if source_path.lower().endswith(".epub"):
+        raise FolioError(source_path, "not an EPUB: the file is not a zip archive")
     return _text_book(source_path, data)
 
 

@@ -46,12 +46,41 @@ TITLE_SIGNAL = 1.0
 ENTITY_SIGNAL = 0.8
 
 _OPENERS = frozenset(
-    "who whom whose what which where when why how is are was were do does did can could will would "
-    "should has have had am".split()
+    [
+        "who",
+        "whom",
+        "whose",
+        "what",
+        "which",
+        "where",
+        "when",
+        "why",
+        "how",
+        "is",
+        "are",
+        "was",
+        "were",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "will",
+        "would",
+        "should",
+        "has",
+        "have",
+        "had",
+        "am",
+    ]
 )
 _SPLIT = re.compile(r"\s*(?:;|\?)\s*|\s+(?:and|also|then|plus)\s+(?=(\w+))", re.IGNORECASE)
-_GENERIC_TITLE_WORDS = frozenset("book books story stories tale tales great big volume complete adventures".split())
-_HONORIFICS = frozenset("mr mrs miss ms dr sir lady lord captain mister madam".split())
+_GENERIC_TITLE_WORDS = frozenset(
+    ["book", "books", "story", "stories", "tale", "tales", "great", "big", "volume", "complete", "adventures"]
+)
+_HONORIFICS = frozenset(
+    ["mr", "mrs", "miss", "ms", "dr", "sir", "lady", "lord", "captain", "mister", "madam"]
+)
 
 ROUTER_SCHEMA: dict[str, Any] = {
     "title": "route",
@@ -89,7 +118,9 @@ def _alias_terms(concept_map: ConceptMap) -> tuple[tuple[str, frozenset[str], in
     out = []
     for e in concept_map.entities:
         for alias in e.aliases:
-            terms = frozenset(w[:-2] if w.endswith("'s") else w for w in words(alias)) - _HONORIFICS - STOPWORDS
+            terms = (
+                frozenset(w[:-2] if w.endswith("'s") else w for w in words(alias)) - _HONORIFICS - STOPWORDS
+            )
             if terms:
                 out.append((e.name, terms, e.mentions))
     return tuple(out)
@@ -128,7 +159,9 @@ def _names_book(book: BookInfo, clause: str) -> bool:
     return bool(surname) and surname[-1] in present
 
 
-def _book_signal(book: BookInfo, clause: str, concept_map: ConceptMap | None, top_chunk_text: str) -> tuple[float, str]:
+def _book_signal(
+    book: BookInfo, clause: str, concept_map: ConceptMap | None, top_chunk_text: str
+) -> tuple[float, str]:
     """The book's routing signal in [0, 1] and why (see the module docstring)."""
     if _names_book(book, clause):
         return TITLE_SIGNAL, f"names {book.title!r}"
@@ -163,15 +196,28 @@ def _resolve_ambiguous(decision: RouteDecision, tools: BookTools) -> RouteDecisi
     if strong:
         books = tuple(b for _, b in strong)
         return RouteDecision(
-            "BOOK", strong[0][0], decision.suggested_queries, books, "AMBIGUOUS resolved by the concept map", decision.question
+            "BOOK",
+            strong[0][0],
+            decision.suggested_queries,
+            books,
+            "AMBIGUOUS resolved by the concept map",
+            decision.question,
         )
     return RouteDecision(
-        "NOT_BOOK", 0.5, decision.suggested_queries, (), "AMBIGUOUS: no strong concept-map match", decision.question
+        "NOT_BOOK",
+        0.5,
+        decision.suggested_queries,
+        (),
+        "AMBIGUOUS: no strong concept-map match",
+        decision.question,
     )
 
 
 def _deterministic(
-    clause: str, catalog: Sequence[BookInfo], stores: Mapping[str, Any], concept_maps: Mapping[str, ConceptMap]
+    clause: str,
+    catalog: Sequence[BookInfo],
+    stores: Mapping[str, Any],
+    concept_maps: Mapping[str, ConceptMap],
 ) -> RouteDecision:
     signals = []
     for book in catalog:
@@ -184,7 +230,14 @@ def _deterministic(
 def _router_messages(clause: str, catalog: Sequence[BookInfo]) -> list[dict[str, str]]:
     books = "\n".join(f"- {b.book_id}: {b.title} by {b.author} ({b.language})" for b in catalog) or "(none)"
     tools = ", ".join(
-        ["book_concept_map.lookup", "chapter_summary.get", "text_search", "semantic_search", "chunk.get", "book_synopsis.get"]
+        [
+            "book_concept_map.lookup",
+            "chapter_summary.get",
+            "text_search",
+            "semantic_search",
+            "chunk.get",
+            "book_synopsis.get",
+        ]
     )
     return [
         {
@@ -228,7 +281,12 @@ def question_clauses(question: str) -> tuple[str, ...]:
 def book_catalog(book_stores: dict) -> tuple[BookInfo, ...]:
     """The library books' metadata, by title."""
     infos = [
-        BookInfo(s.book_id, s.descriptor.get("title", ""), s.descriptor.get("author", ""), s.descriptor.get("language", ""))
+        BookInfo(
+            s.book_id,
+            s.descriptor.get("title", ""),
+            s.descriptor.get("author", ""),
+            s.descriptor.get("language", ""),
+        )
         for s in book_stores.values()
     ]
     return tuple(sorted(infos, key=lambda b: (b.title.lower(), b.book_id)))
@@ -242,7 +300,10 @@ def tool_budget(max_tool_calls: int) -> ToolBudget:
 
 @cache(behavior="recompute")
 def deterministic_routes(
-    question_clauses: tuple[str, ...], book_catalog: tuple[BookInfo, ...], book_stores: dict, concept_maps: dict
+    question_clauses: tuple[str, ...],
+    book_catalog: tuple[BookInfo, ...],
+    book_stores: dict,
+    concept_maps: dict,
 ) -> tuple[RouteDecision, ...]:
     """Each clause's deterministic route (AMBIGUOUS not yet resolved)."""
     return tuple(_deterministic(c, book_catalog, book_stores, concept_maps) for c in question_clauses)
@@ -278,15 +339,23 @@ def routes__openai(
             decision = _validated(answer, clause, book_catalog)
             if decision.route == "BOOK" and not decision.book_ids:
                 decision = RouteDecision(
-                    "BOOK", decision.confidence, decision.suggested_queries,
-                    fallback.book_ids or tuple(b.book_id for b in book_catalog), decision.reason, clause,
+                    "BOOK",
+                    decision.confidence,
+                    decision.suggested_queries,
+                    fallback.book_ids or tuple(b.book_id for b in book_catalog),
+                    decision.reason,
+                    clause,
                 )
         except BudgetExceeded:
             raise
         except (LLMError, ValueError) as exc:
             decision = RouteDecision(
-                fallback.route, fallback.confidence, fallback.suggested_queries, fallback.book_ids,
-                f"LLM router failed ({exc}); deterministic router: {fallback.reason}", clause,
+                fallback.route,
+                fallback.confidence,
+                fallback.suggested_queries,
+                fallback.book_ids,
+                f"LLM router failed ({exc}); deterministic router: {fallback.reason}",
+                clause,
             )
         if decision.route == "AMBIGUOUS":
             decision = _resolve_ambiguous(decision, book_tools)

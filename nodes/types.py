@@ -295,6 +295,12 @@ class ConceptMap:
         except (ValueError, KeyError, TypeError) as exc:
             raise FolioError("concept map", f"not a valid concept map: {exc}") from None
 
+    def lookup(self, query: str, limit: int = 10) -> ConceptMatches:
+        """Items matching ``query`` and their chapters, best first (``nodes.concept_lookup.concept_map_lookup``)."""
+        from nodes.concept_lookup import concept_map_lookup
+
+        return concept_map_lookup(self, query, limit)
+
 
 @dataclass(frozen=True)
 class ConceptMatch:
@@ -491,3 +497,20 @@ class Answer:
 
 
 # --- end of ask ------------------------------------------------------------------------------------
+
+
+# --- Library-scale ingest (nodes/collection.py) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BookOutcome:
+    """One book's result: the staged book, or the one-line error (kept as strings: they pickle)."""
+
+    source_file: str
+    staged: StagedBook | None = None
+    error_source: str = ""
+    error_reason: str = ""
+
+    @property
+    def error(self) -> FolioError | None:
+        return None if self.staged is not None else FolioError(self.error_source, self.error_reason)

@@ -1,27 +1,33 @@
-"""Concept map (nodes/concepts.py): entities, themes, events, lookup, on real books and golden texts."""
+"""Concept map (nodes/concepts.py) and its lookup (nodes/concept_lookup.py).
+
+Real-book tests read the ``concept_map.json`` that the ingest pipeline wrote into the session libraries
+(``sherlock_library``, ``moby_library`` in conftest); no test embeds a book. The rebuild test recomputes
+the map from the stored book (parsed manifest, stored chunks, stored window vectors) and compares bytes.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from nodes.concepts import (
-    _entity_drafts,
-    _stable_id,
-    _theme_clusters,
-    _top_terms,
-    concept_map,
-    concept_map_lookup,
-)
+from dataflows.config import load_config
+from dataflows.library import Library
+from nodes import concept_lookup, concepts
+from nodes.concept_lookup import format_matches
+from nodes.concepts import _entity_drafts, _stable_id, _theme_clusters, _top_terms, concept_map
 from nodes.text import fold
 from nodes.types import (
     Chapter,
     Chunk,
     ConceptMap,
+    ConceptMatch,
+    ConceptMatches,
     Entity,
     Event,
     Evidence,
@@ -29,57 +35,79 @@ from nodes.types import (
     Manifest,
     Theme,
 )
-from tests.conftest import DATA_DIR
 
-SHERLOCK = DATA_DIR / "books/epub/doyle_the-adventures-of-sherlock-holmes.epub"
-MOBY = DATA_DIR / "books/epub/melville_moby-dick.epub"
-THRESHOLD = 0.53  # configs/default.yaml
-CENTROID_WEIGHT = 0.7
+CONFIG = load_config()
+THRESHOLD = CONFIG["concept_theme_threshold"]
+CENTROID_WEIGHT = CONFIG["concept_centroid_weight"]
 
 
-# --- real inputs: the ingest pipeline's own parsing, chunking and window-mean chunk vectors ----------
+# --- the stored books: what the ingest pipeline wrote ------------------------------------------------
 
 
-def _inputs(path: Path, encoder) -> tuple[Manifest, tuple[Chunk, ...], np.ndarray]:
-    from nodes.chunking import chunks, windows
-    from nodes.embedding import chunk_vectors
-    from nodes.parsing import manifest, parsed_book
+@dataclass(frozen=True)
+class StoredBook:
+    """One ingested book: its directory, descriptor and the concept map the pipeline wrote."""
 
-    if not path.is_file():
-        pytest.fail(f"real test data missing: {path}")
-    book = manifest(parsed_book(str(path)))
-    book_chunks = chunks(book, encoder, 800, 0.1)
-    book_windows = windows(book_chunks, encoder, 32)
-    vectors = encoder.encode([w.text for w in book_windows], 32)
-    return book, book_chunks, chunk_vectors(vectors, book_windows, book_chunks)
+    directory: Path
+    descriptor: dict
+    raw_map: bytes
+    cmap: ConceptMap
+
+    def chapter_texts(self) -> dict[str, str]:
+        with sqlite3.connect(f"file:{self.directory / 'book.sqlite'}?mode=ro", uri=True) as con:
+            return dict(con.execute("SELECT chapter_id, text FROM chapters"))
+
+    def chunks(self) -> tuple[Chunk, ...]:
+        """The stored chunks, in reading order (rowid = position + 1)."""
+        sql = "SELECT chunk_id, chapter_id, ordinal, start, end, n_tokens, text FROM chunks ORDER BY rowid"
+        with sqlite3.connect(f"file:{self.directory / 'book.sqlite'}?mode=ro", uri=True) as con:
+            return tuple(Chunk(*row) for row in con.execute(sql))
+
+    def chunk_vectors(self, n_chunks: int) -> np.ndarray:
+        """Chunk vectors rebuilt from the stored window vectors, as the pipeline computes them."""
+        from nodes.embedding import _chunk_means
+
+        sql = "SELECT window_id, chunk_rowid FROM windows ORDER BY window_id"
+        with sqlite3.connect(f"file:{self.directory / 'book.sqlite'}?mode=ro", uri=True) as con:
+            rows = con.execute(sql).fetchall()
+        vectors = np.load(self.directory / "vectors.npy")
+        assert [w for w, _ in rows] == list(range(len(vectors)))
+        return _chunk_means(vectors, np.array([r - 1 for _, r in rows], dtype=np.int64), n_chunks)
+
+    def chapter_id(self, title: str) -> str:
+        return next(c["chapter_id"] for c in self.descriptor["chapters"] if c["title"] == title)
+
+
+def _stored(library: Path) -> StoredBook:
+    lib = Library(library)
+    (descriptor,) = lib.descriptors()
+    directory = lib.books_dir / descriptor["book_id"]
+    raw = (directory / "concept_map.json").read_bytes()
+    return StoredBook(directory, descriptor, raw, ConceptMap.from_json(raw))
 
 
 @pytest.fixture(scope="module")
-def sherlock_inputs(encoder):
-    return _inputs(SHERLOCK, encoder)
+def sherlock(sherlock_library) -> StoredBook:
+    return _stored(sherlock_library)
 
 
 @pytest.fixture(scope="module")
-def moby_inputs(encoder):
-    return _inputs(MOBY, encoder)
+def moby(moby_library) -> StoredBook:
+    return _stored(moby_library)
 
 
 @pytest.fixture(scope="module")
-def sherlock_map(sherlock_inputs) -> ConceptMap:
-    return concept_map(*sherlock_inputs, THRESHOLD, CENTROID_WEIGHT)
+def sherlock_map(sherlock) -> ConceptMap:
+    return sherlock.cmap
 
 
 @pytest.fixture(scope="module")
-def moby_map(moby_inputs) -> ConceptMap:
-    return concept_map(*moby_inputs, THRESHOLD, CENTROID_WEIGHT)
+def moby_map(moby) -> ConceptMap:
+    return moby.cmap
 
 
 def _entities_with_alias(cmap: ConceptMap, *aliases: str) -> list[Entity]:
     return [e for e in cmap.entities if set(aliases) & set(e.aliases)]
-
-
-def _chapter_id(book: Manifest, title: str) -> str:
-    return next(c.chapter_id for c in book.chapters if c.title == title)
 
 
 # --- golden texts for the pure helpers -----------------------------------------------------------
@@ -189,6 +217,17 @@ def test_theme_clusters_drop_singletons_and_respect_the_cap() -> None:
     assert all(len(c) >= 2 for c in capped)
 
 
+def test_mismatched_vectors_are_a_folio_error() -> None:
+    text = "Ahab met Starbuck."
+    book = Manifest("b", "t", "a", "en", "x.txt", "txt", "h", (Chapter("c1", 0, "One", text),))
+    chunk = Chunk("c1.000", "c1", 0, 0, len(text), 5, text)
+    with pytest.raises(FolioError, match="2 chunk vectors for 1 chunks"):
+        concept_map(book, (chunk,), np.ones((2, 4), dtype=np.float32), THRESHOLD, CENTROID_WEIGHT)
+
+
+# --- serialisation and lookup on a tiny hand-made map ---------------------------------------------
+
+
 def _tiny_map() -> ConceptMap:
     ev = (Evidence("c1", "c1.000", 0, 10),)
     ahab = Entity("ent-a", "Ahab", ("Ahab", "Captain Ahab"), 9, ("c2", "c1"), ("leg",), ev)
@@ -213,14 +252,14 @@ def test_from_json_rejects_bytes_that_are_not_a_concept_map() -> None:
 
 
 def test_lookup_ranks_the_event_naming_both_participants_first() -> None:
-    matches = concept_map_lookup(_tiny_map(), "when does Ahab argue with Starbuck?")
+    matches = concept_lookup.concept_map_lookup(_tiny_map(), "when does Ahab argue with Starbuck?")
     assert matches.events[0].item_id == "evt-1"
     assert matches.events[0].score > max(m.score for m in matches.entities)
     assert matches.chapter_ids[0] == "c1"
 
 
 def test_lookup_exact_entity_beats_theme_keywords() -> None:
-    matches = concept_map_lookup(_tiny_map(), "the white whale")
+    matches = concept_lookup.concept_map_lookup(_tiny_map(), "the white whale")
     assert matches.entities[0].item_id == "ent-w"
     assert matches.entities[0].score == 1.0
     assert matches.themes[0].score < 1.0
@@ -228,19 +267,66 @@ def test_lookup_exact_entity_beats_theme_keywords() -> None:
 
 
 def test_lookup_of_unknown_words_matches_nothing() -> None:
-    matches = concept_map_lookup(_tiny_map(), "quantum chromodynamics")
+    matches = concept_lookup.concept_map_lookup(_tiny_map(), "quantum chromodynamics")
     assert (matches.entities, matches.themes, matches.events, matches.chapter_ids) == ((), (), (), ())
 
 
-def test_mismatched_vectors_are_a_folio_error() -> None:
-    text = "Ahab met Starbuck."
-    book = Manifest("b", "t", "a", "en", "x.txt", "txt", "h", (Chapter("c1", 0, "One", text),))
-    chunk = Chunk("c1.000", "c1", 0, 0, len(text), 5, text)
-    with pytest.raises(FolioError, match="2 chunk vectors for 1 chunks"):
-        concept_map(book, (chunk,), np.ones((2, 4), dtype=np.float32), THRESHOLD, CENTROID_WEIGHT)
+def test_a_title_alone_matches_nothing() -> None:
+    # "Captain" and "Mr." are in aliases ("Captain Ahab", "Mr. Starbuck") but never hit on their own.
+    matches = _tiny_map().lookup("Captain Mr.")
+    assert (matches.entities, matches.events, matches.chapter_ids) == ((), (), ())
 
 
-# --- The Adventures of Sherlock Holmes (real EPUB) ------------------------------------------------
+def test_lookup_limit_caps_each_kind_and_the_chapters() -> None:
+    matches = _tiny_map().lookup("Ahab Starbuck whale", limit=1)
+    assert len(matches.entities) == 1 and len(matches.events) <= 1 and len(matches.chapter_ids) == 1
+
+
+def test_concept_map_lookup_method_delegates_to_the_lookup_module() -> None:
+    cmap = _tiny_map()
+    for query in ("Ahab and Starbuck", "the white whale", "sea"):
+        assert cmap.lookup(query, limit=3) == concept_lookup.concept_map_lookup(cmap, query, 3)
+
+
+def test_lookup_is_importable_from_nodes_concepts_but_is_not_a_node() -> None:
+    from hamilton import driver
+    from hamilton.graph_utils import find_functions
+
+    assert concepts.concept_map_lookup is concept_lookup.concept_map_lookup
+    assert [name for name, _ in find_functions(concepts)] == ["concept_map"]
+    dr = driver.Builder().with_modules(concepts).with_config(dict(CONFIG)).build()
+    names = {v.name for v in dr.list_available_variables()}
+    assert "concept_map" in names
+    assert not names & {"concept_map_lookup", "query", "limit"}
+
+
+def test_format_matches_lists_kind_score_label_and_chapter_titles() -> None:
+    matches = _tiny_map().lookup("Ahab and Starbuck")
+    text = format_matches(matches, {"c1": "The Quarter-Deck", "c2": "The Ship"})
+    lines = text.splitlines()
+    assert lines[0].split()[:2] == ["event", f"{matches.events[0].score:.3f}"]
+    assert lines[0].endswith("Encounter: Ahab + Starbuck")
+    assert lines[1].strip() == "chapters: The Quarter-Deck"
+    assert "entity" in text and "Ahab" in text and "Starbuck" in text
+    assert lines[-1] == "best chapters: The Quarter-Deck, The Ship"
+
+
+def test_format_matches_falls_back_to_chapter_ids_and_shortens_long_lists() -> None:
+    chapters = tuple(f"c{i}" for i in range(10))
+    match = ConceptMatch("theme", "thm-1", "whale / sea", 0.8, chapters)
+    text = format_matches(ConceptMatches("whale", (), (match,), (), chapters[:3]), max_chapters=4)
+    assert text.splitlines() == [
+        "theme   0.800  whale / sea",
+        "        chapters: c0, c1, c2, c3 (+6 more)",
+        "best chapters: c0, c1, c2",
+    ]
+
+
+def test_format_matches_says_when_nothing_matches() -> None:
+    assert format_matches(_tiny_map().lookup("quantum")) == "no entities, themes or events match 'quantum'"
+
+
+# --- The Adventures of Sherlock Holmes (the map the ingest pipeline wrote) --------------------------
 
 
 def test_sherlock_holmes_is_one_entity_with_his_aliases(sherlock_map) -> None:
@@ -251,10 +337,9 @@ def test_sherlock_holmes_is_one_entity_with_his_aliases(sherlock_map) -> None:
     assert sherlock_map.entities[0] == found[0]  # the most salient entity
 
 
-def test_holmes_is_linked_to_every_story(sherlock_inputs, sherlock_map) -> None:
-    book = sherlock_inputs[0]
+def test_holmes_is_linked_to_every_story(sherlock, sherlock_map) -> None:
     (holmes,) = _entities_with_alias(sherlock_map, "Sherlock Holmes")
-    assert set(holmes.chapter_ids) == {c.chapter_id for c in book.chapters}
+    assert set(holmes.chapter_ids) == {c["chapter_id"] for c in sherlock.descriptor["chapters"]}
 
 
 def test_watson_is_one_entity(sherlock_map) -> None:
@@ -263,17 +348,13 @@ def test_watson_is_one_entity(sherlock_map) -> None:
     assert len(found[0].chapter_ids) >= 8
 
 
-def test_irene_adler_is_one_entity_linked_first_to_a_scandal_in_bohemia(
-    sherlock_inputs, sherlock_map
-) -> None:
-    book = sherlock_inputs[0]
+def test_irene_adler_is_one_entity_linked_first_to_a_scandal_in_bohemia(sherlock, sherlock_map) -> None:
     found = _entities_with_alias(sherlock_map, "Irene Adler", "Miss Irene Adler")
     assert len(found) == 1
-    assert found[0].chapter_ids[0] == _chapter_id(book, "A Scandal in Bohemia")
+    assert found[0].chapter_ids[0] == sherlock.chapter_id("A Scandal in Bohemia")
 
 
-def test_story_characters_are_linked_to_their_story(sherlock_inputs, sherlock_map) -> None:
-    book = sherlock_inputs[0]
+def test_story_characters_are_linked_to_their_story(sherlock, sherlock_map) -> None:
     for alias, story in [
         ("Jabez Wilson", "The Redheaded League"),
         ("James Windibank", "A Case of Identity"),
@@ -281,7 +362,7 @@ def test_story_characters_are_linked_to_their_story(sherlock_inputs, sherlock_ma
         ("Neville St. Clair", "The Man with the Twisted Lip"),
     ]:
         (entity,) = _entities_with_alias(sherlock_map, alias)
-        assert entity.chapter_ids[0] == _chapter_id(book, story), alias
+        assert entity.chapter_ids[0] == sherlock.chapter_id(story), alias
 
 
 def test_mrs_hudson_is_not_holmes(sherlock_map) -> None:
@@ -305,12 +386,33 @@ def test_holmes_and_watson_meet_in_an_event(sherlock_map) -> None:
     assert event.weight >= 10
 
 
-def test_sherlock_lookup_of_irene_adler_routes_to_a_scandal_in_bohemia(sherlock_inputs, sherlock_map) -> None:
-    matches = concept_map_lookup(sherlock_map, "Who is Irene Adler?")
-    assert matches.chapter_ids[0] == _chapter_id(sherlock_inputs[0], "A Scandal in Bohemia")
+def test_sherlock_lookup_of_irene_adler_routes_to_a_scandal_in_bohemia(sherlock, sherlock_map) -> None:
+    matches = sherlock_map.lookup("Who is Irene Adler?")
+    assert matches.chapter_ids[0] == sherlock.chapter_id("A Scandal in Bohemia")
 
 
-# --- Moby-Dick (real EPUB) --------------------------------------------------------------------------
+def test_sherlock_themes_split_the_stories(sherlock, sherlock_map) -> None:
+    stories = len(sherlock.descriptor["chapters"])
+    assert stories <= len(sherlock_map.themes) <= 4 * stories
+    # most stories have a theme of their own: a theme whose chunks all lie in that story
+    own = {t.chapter_ids[0] for t in sherlock_map.themes if len(t.chapter_ids) == 1}
+    assert len(own) >= 0.75 * stories
+    largest = max(t.size for t in sherlock_map.themes)
+    assert largest <= 0.3 * sherlock.descriptor["n_chunks"]
+
+
+def test_sherlock_rebuild_from_the_stored_book_is_byte_identical(sherlock) -> None:
+    from nodes.parsing import manifest, parsed_book
+
+    book = manifest(parsed_book(sherlock.descriptor["source_file"]))
+    assert book.book_id == sherlock.cmap.book_id
+    chunks = sherlock.chunks()
+    rebuilt = concept_map(book, chunks, sherlock.chunk_vectors(len(chunks)), THRESHOLD, CENTROID_WEIGHT)
+    assert rebuilt.to_json() == sherlock.raw_map
+    assert ConceptMap.from_json(sherlock.raw_map) == rebuilt
+
+
+# --- Moby-Dick (the map the ingest pipeline wrote) --------------------------------------------------
 
 
 @pytest.mark.slow
@@ -329,8 +431,8 @@ def test_moby_dick_sizes_are_within_the_targets(moby_map) -> None:
 
 
 @pytest.mark.slow
-def test_moby_dick_entities_are_linked_to_chapters_that_mention_them(moby_inputs, moby_map) -> None:
-    text = {c.chapter_id: c.text for c in moby_inputs[0].chapters}
+def test_moby_dick_entities_are_linked_to_chapters_that_mention_them(moby, moby_map) -> None:
+    text = moby.chapter_texts()
     for name in ("Ahab", "Starbuck", "Queequeg", "Moby Dick"):
         (entity,) = [e for e in moby_map.entities if e.name == name]
         assert all(name in text[c] for c in entity.chapter_ids), name
@@ -346,9 +448,9 @@ def test_moby_dick_themes_have_labels_keywords_and_stable_ids(moby_map) -> None:
 
 
 @pytest.mark.slow
-def test_lookup_of_white_whale_returns_chapters_that_mention_it(moby_inputs, moby_map) -> None:
-    text = {c.chapter_id: c.text.lower() for c in moby_inputs[0].chapters}
-    matches = concept_map_lookup(moby_map, "white whale")
+def test_lookup_of_white_whale_returns_chapters_that_mention_it(moby, moby_map) -> None:
+    text = {c: t.lower() for c, t in moby.chapter_texts().items()}
+    matches = concepts.concept_map_lookup(moby_map, "white whale")  # the re-exported name
     assert matches.entities[0].label == "White Whale"
     assert len(matches.chapter_ids) == 10
     assert all("white whale" in text[c] for c in matches.chapter_ids[:5])
@@ -357,30 +459,29 @@ def test_lookup_of_white_whale_returns_chapters_that_mention_it(moby_inputs, mob
 
 @pytest.mark.slow
 def test_lookup_takes_under_a_few_milliseconds(moby_map) -> None:
-    concept_map_lookup(moby_map, "warm-up builds the index")
+    moby_map.lookup("warm-up builds the index")
     queries = ["white whale", "Ahab and Starbuck", "Queequeg harpoon", "the whiteness of the whale", "Pip"]
     start = time.perf_counter()
     for _ in range(200):
         for query in queries:
-            concept_map_lookup(moby_map, query)
+            moby_map.lookup(query)
     per_query_ms = (time.perf_counter() - start) * 1000 / (200 * len(queries))
     print(f"concept_map_lookup: {per_query_ms:.3f} ms per query (Moby-Dick map)")
     assert per_query_ms < 5.0
 
 
-# --- both books: caps, evidence, determinism ----------------------------------------------------------
+# --- both books: caps, evidence, ids ------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module", params=["sherlock", "moby"])
-def book_and_map(request):
+def stored_book(request) -> StoredBook:
     if request.param == "moby":
         request.applymarker(pytest.mark.slow)
-    inputs = request.getfixturevalue(f"{request.param}_inputs")
-    return inputs, request.getfixturevalue(f"{request.param}_map")
+    return request.getfixturevalue(request.param)
 
 
-def test_caps_hold(book_and_map) -> None:
-    _, cmap = book_and_map
+def test_caps_hold(stored_book) -> None:
+    cmap = stored_book.cmap
     assert len(cmap.entities) <= 500 and len(cmap.themes) <= 200 and len(cmap.events) <= 500
     for item in (*cmap.entities, *cmap.themes, *cmap.events):
         assert 1 <= len(item.chapter_ids) <= 24
@@ -388,9 +489,9 @@ def test_caps_hold(book_and_map) -> None:
         assert 1 <= len(item.excerpts) <= 2
 
 
-def test_excerpt_pointers_lie_inside_their_chunk(book_and_map) -> None:
-    (_, chunks, _), cmap = book_and_map
-    by_id = {c.chunk_id: c for c in chunks}
+def test_excerpt_pointers_lie_inside_their_chunk(stored_book) -> None:
+    by_id = {c.chunk_id: c for c in stored_book.chunks()}
+    cmap = stored_book.cmap
     for item in (*cmap.entities, *cmap.themes, *cmap.events):
         for ev in item.excerpts:
             chunk = by_id[ev.chunk_id]
@@ -399,17 +500,16 @@ def test_excerpt_pointers_lie_inside_their_chunk(book_and_map) -> None:
             assert ev.end - ev.start <= 400
 
 
-def test_entity_excerpts_show_the_entity(book_and_map) -> None:
-    (book, _, _), cmap = book_and_map
-    text = {c.chapter_id: c.text for c in book.chapters}
-    for entity in cmap.entities:
+def test_entity_excerpts_show_the_entity(stored_book) -> None:
+    text = stored_book.chapter_texts()
+    for entity in stored_book.cmap.entities:
         ev = entity.excerpts[0]
         assert any(alias in text[ev.chapter_id][ev.start : ev.end] for alias in entity.aliases), entity.name
 
 
-def test_event_excerpts_mostly_show_both_participants(book_and_map) -> None:
-    (book, _, _), cmap = book_and_map
-    text = {c.chapter_id: c.text for c in book.chapters}
+def test_event_excerpts_mostly_show_both_participants(stored_book) -> None:
+    text = stored_book.chapter_texts()
+    cmap = stored_book.cmap
     aliases = {e.entity_id: e.aliases for e in cmap.entities}
     shown = 0
     for event in cmap.events:
@@ -419,8 +519,8 @@ def test_event_excerpts_mostly_show_both_participants(book_and_map) -> None:
     assert shown >= 0.75 * len(cmap.events)
 
 
-def test_ids_are_unique_and_events_name_known_entities(book_and_map) -> None:
-    _, cmap = book_and_map
+def test_ids_are_unique_and_events_name_known_entities(stored_book) -> None:
+    cmap = stored_book.cmap
     entity_ids = [e.entity_id for e in cmap.entities]
     assert len(set(entity_ids)) == len(entity_ids)
     assert all(e.entity_id == _stable_id("ent", fold(e.name)) for e in cmap.entities)
@@ -428,8 +528,6 @@ def test_ids_are_unique_and_events_name_known_entities(book_and_map) -> None:
     assert all(set(v.participants) <= set(entity_ids) and len(v.participants) == 2 for v in cmap.events)
 
 
-def test_rebuild_is_byte_identical(book_and_map) -> None:
-    inputs, cmap = book_and_map
-    again = concept_map(*inputs, THRESHOLD, CENTROID_WEIGHT)
-    assert again.to_json() == cmap.to_json()
-    assert ConceptMap.from_json(cmap.to_json()) == cmap
+def test_stored_map_is_the_canonical_json_of_its_own_parse(stored_book) -> None:
+    assert stored_book.cmap.to_json() == stored_book.raw_map
+    assert stored_book.cmap.book_id == stored_book.descriptor["book_id"]

@@ -32,7 +32,6 @@ def test_search_mode_selects_exactly_one_results_variant():
 
 def test_committed_diagrams_match_the_code():
     for config_name, dag, dr in diagrams():
-        stem = VIZ_DIR / f"{config_name}.{dag}"
         committed = VIZ_DIR / f"{config_name}.{dag}.json"
         assert committed.exists(), f"{committed} missing: run `folio viz`"
         assert json.loads(committed.read_text()) == graph_structure(dr), f"{committed} is stale: run `folio viz`"

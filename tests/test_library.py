@@ -15,6 +15,7 @@ import pytest
 from dataflows.api import ingest
 from dataflows.library import Library
 from nodes import vectors
+from nodes.types import FolioError
 from tests.conftest import ALICE_EPUB, BOOKS, REPO_DIR
 
 
@@ -142,9 +143,5 @@ def test_books_json_lists_id_title_author_chapters_chunks(alice_library):
 
 def test_two_writers_are_refused_clearly(alice_copy):
     lib = Library(alice_copy)
-    with lib.writer():
-        from nodes.types import FolioError
-
-        with pytest.raises(FolioError, match="another ingest"):
-            with Library(alice_copy).writer():
-                pass
+    with lib.writer(), pytest.raises(FolioError, match="another ingest"), Library(alice_copy).writer():
+        pass

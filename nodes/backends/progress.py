@@ -26,22 +26,30 @@ class BarProgress(Progress):
     """A thread-safe tqdm bar whose total grows as books announce their windows: shows done/total and ETA."""
 
     def __init__(self, desc: str = "embedding", unit: str = "window") -> None:
-        from tqdm import tqdm
-
         self._lock = threading.Lock()
-        self._bar = tqdm(total=0, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)
+        self._desc, self._unit = desc, unit
+        self._bar = None  # drawn on first use, so a run that embeds nothing prints nothing
+
+    def _ensure(self):
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=0, desc=self._desc, unit=self._unit, file=sys.stderr, dynamic_ncols=True)
+        return self._bar
 
     def add_total(self, n: int) -> None:
         with self._lock:
-            self._bar.total += n
-            self._bar.refresh()
+            bar = self._ensure()
+            bar.total += n
+            bar.refresh()
 
     def advance(self, n: int) -> None:
         with self._lock:
-            self._bar.update(n)
+            self._ensure().update(n)
 
     def close(self) -> None:
-        self._bar.close()
+        if self._bar is not None:
+            self._bar.close()
 
 
 def progress_for(quiet: bool, stream: object = sys.stderr) -> Progress:

@@ -23,6 +23,7 @@ process for cross-source fusion.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -67,7 +68,9 @@ class ToolBudget:
         with self._lock:
             if len(self.calls) >= self.limit:
                 self.refused.append(name)
-                raise BudgetExceeded("tool budget", f"{name} refused: the budget of {self.limit} tool calls is spent")
+                raise BudgetExceeded(
+                    "tool budget", f"{name} refused: the budget of {self.limit} tool calls is spent"
+                )
             self.calls.append(name)
 
     def on_llm_call(self, payload: dict[str, Any]) -> None:
@@ -115,10 +118,23 @@ def shared_pool(size: int) -> ThreadPoolExecutor:
 
 # --- extractive summaries ----------------------------------------------------------------------------
 
+_ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Capt|Col|Gen|Lt|Rev|Prof|Sr|Jr|Mt|No|vs)|\b[A-Z])\.$")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``nodes.text.sentences`` with spans rejoined after abbreviations such as "Mr." and initials."""
+    out: list[tuple[int, int]] = []
+    for start, end in sentences(text):
+        if out and _ABBREVIATION.search(text[out[-1][0] : out[-1][1]]):
+            out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
 
 def central_sentences(text: str, n: int = SUMMARY_SENTENCES) -> list[str]:
     """The ``n`` sentences of ``text`` sharing most content words with the rest, in text order."""
-    spans = [(s, e) for s, e in sentences(text) if 6 <= len(text[s:e].split()) <= 60]
+    spans = [(s, e) for s, e in sentence_spans(text) if 6 <= len(text[s:e].split()) <= 60]
     if not spans:
         return [text.strip()[:400]] if text.strip() else []
     bags = [set(content_words(text[s:e])) for s, e in spans]
@@ -234,11 +250,11 @@ class BookTools:
         self.session = session
         self.summarizer = summarizer
         self.k = int(k)
-        self._state: dict[str, str | None] = {"semantic_error": None if encoder is not None else "no encoder loaded"}
-        self.seen: dict[str, Hit] = {}  # every hit any tool returned, by location id (agent citations)
-        self._chapter_book = {
-            cid: book_id for book_id, store in self.stores.items() for cid in store.titles
+        self._state: dict[str, str | None] = {
+            "semantic_error": None if encoder is not None else "no encoder loaded"
         }
+        self.seen: dict[str, Hit] = {}  # every hit any tool returned, by location id (agent citations)
+        self._chapter_book = {cid: book_id for book_id, store in self.stores.items() for cid in store.titles}
 
     def for_books(self, book_ids: Collection[str] | None) -> BookTools:
         """The same tools (budget, session, seen hits shared) limited to ``book_ids`` (None/empty = all)."""
@@ -285,20 +301,18 @@ class BookTools:
     # --- tools ----------------------------------------------------------------------------------------
     def concept_map_lookup(self, query: str) -> tuple[tuple[str, ConceptMatches], ...]:
         """``book_concept_map.lookup``: each book's matching concepts and candidate chapters."""
-        from nodes.concepts import concept_map_lookup
-
         self.budget.spend("book_concept_map.lookup")
 
         def make() -> tuple[tuple[str, ConceptMatches], ...]:
             return tuple(
-                (b, concept_map_lookup(self.concept_maps[b], query))
-                for b in self._books()
-                if b in self.concept_maps
+                (b, self.concept_maps[b].lookup(query)) for b in self._books() if b in self.concept_maps
             )
 
         return self.session.cached(("concepts", self._books(), query), make)
 
-    def text_search(self, query: str, scope: Collection[str] | None = None, k: int | None = None) -> tuple[Hit, ...]:
+    def text_search(
+        self, query: str, scope: Collection[str] | None = None, k: int | None = None
+    ) -> tuple[Hit, ...]:
         """``text_search``: bm25-ranked excerpts with locations, in ``scope`` (chapter ids) or everywhere."""
         self.budget.spend("text_search")
         k = int(k or self.k)
@@ -429,7 +443,10 @@ class BookTools:
                     for b, m in self.concept_map_lookup(str(args.get("query", "")))
                 ]
             elif name == "chapter_summary_get":
-                value = {"chapter_id": args.get("chapter_id"), "summary": self.chapter_summary(str(args["chapter_id"]))}
+                value = {
+                    "chapter_id": args.get("chapter_id"),
+                    "summary": self.chapter_summary(str(args["chapter_id"])),
+                }
             elif name == "text_search":
                 value = [_hit_row(h) for h in self.text_search(str(args.get("query", "")), args.get("scope"))]
             elif name == "semantic_search":
@@ -483,7 +500,9 @@ class PendingJobs:
     still running at the deadline is abandoned: it keeps running in the pool, and its result is dropped.
     """
 
-    def __init__(self, pool: ThreadPoolExecutor, jobs: Sequence[tuple[str, str, Callable[[str], Any]]]) -> None:
+    def __init__(
+        self, pool: ThreadPoolExecutor, jobs: Sequence[tuple[str, str, Callable[[str], Any]]]
+    ) -> None:
         import contextvars
         import time
 

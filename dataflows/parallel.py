@@ -1,0 +1,359 @@
+"""Library-scale ingest: the library DAG (``nodes.collection``) on an executor chosen by config.
+
+``executor: local`` runs the books on a process pool sized by ``workers`` (default: the cores this
+process may use), each worker limited to ``cores // workers`` torch threads; ``executor: dask`` runs
+the same DAG on ``dask.distributed`` (``dask_scheduler``, or a ``LocalCluster`` of ``workers``
+processes when it is null). A single book, or ``workers: 1``, runs in-process (no start-up cost).
+
+Each book comes back to this process as it finishes; ``BookInstaller`` swaps it into the library
+there (the caller holds the writer lock) and advances the progress bar, so a crash at any point
+leaves every finished book installed and the rest untouched.
+
+Caches: workers share the library's diskcache stores (process-safe) and Hamilton's SQLite metadata
+store (one connection per process; SQLite serialises the small writes; see ``tests/test_parallel.py``).
+
+Limitations: Hamilton's dynamic execution is experimental and polls its futures; the executors here
+wait briefly on each poll so the driver process does not spin a core. A remote Dask cluster must
+see the library directory on a shared filesystem.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import importlib.util
+import multiprocessing
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
+
+from hamilton import driver
+from hamilton.execution import executors
+from hamilton.execution.grouping import NodeGroupPurpose
+from hamilton.execution.state import TaskState
+from hamilton.lifecycle import api as lifecycle
+
+from dataflows.library import Library
+from nodes import collection
+from nodes.backends.progress import BarProgress, Progress
+from nodes.types import BookOutcome, FolioError, StagedBook
+
+POLL_SECONDS = 0.05
+EXECUTORS = ("local", "dask")
+# The library DAG sees only these config keys; the per-book DAG gets the whole config as ``ingest_config``.
+EXECUTION_KEYS = ("executor", "workers", "dask_scheduler")
+
+
+# --- progress ------------------------------------------------------------------------------------
+class BookProgress(Progress):
+    """A tqdm bar over books (done/total, ETA) with the chunks done so far; thread-safe enough for one updater."""
+
+    def __init__(self, total_books: int) -> None:
+        from tqdm import tqdm
+
+        self._chunks = 0
+        self._bar = tqdm(total=total_books, desc="books", unit="book", file=sys.stderr, dynamic_ncols=True)
+
+    @property
+    def books_done(self) -> int:
+        return int(self._bar.n)
+
+    @property
+    def chunks_done(self) -> int:
+        return self._chunks
+
+    def book_done(self, n_chunks: int) -> None:
+        self._chunks += n_chunks
+        self._bar.set_postfix_str(f"{self._chunks} chunks", refresh=False)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+# --- installing books as they come back -----------------------------------------------------------
+class BookInstaller(lifecycle.TaskReturnHook):
+    """Swaps each staged book into the library as its task returns (runs in the driver's process)."""
+
+    def __init__(self, library: Library, progress: Progress | None = None) -> None:
+        self.library = library
+        self.progress = progress
+        self.results: dict[str, StagedBook | FolioError] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # travels inside every task to the workers, where it never runs
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.library, self.progress, self.results = None, None, {}  # type: ignore[assignment]
+
+    def install(self, outcome: BookOutcome) -> None:
+        """Install one outcome (or record its error); an install failure fails that book alone."""
+        result: StagedBook | FolioError
+        if outcome.staged is None:
+            result = outcome.error  # type: ignore[assignment]
+        else:
+            try:
+                self.library.install(outcome.staged)
+                result = outcome.staged
+            except FolioError as exc:
+                result = exc
+            except Exception as exc:
+                result = FolioError(outcome.source_file, f"install failed: {type(exc).__name__}: {exc}")
+            finally:
+                shutil.rmtree(outcome.staged.directory, ignore_errors=True)
+        self.results[outcome.source_file] = result
+        if isinstance(self.progress, BookProgress):
+            self.progress.book_done(result.n_chunks if isinstance(result, StagedBook) else 0)
+
+    def run_after_task_return(
+        self, *, result: Any, success: bool, purpose: NodeGroupPurpose, **kwargs: Any
+    ) -> None:
+        if not success or not isinstance(result, Mapping):
+            return
+        for value in result.values():
+            if isinstance(value, BookOutcome) and value.source_file not in self.results:
+                self.install(value)
+
+
+# --- executors -----------------------------------------------------------------------------------
+class _PoliteFuture(executors.TaskFuture):
+    """A future whose state query waits up to ``POLL_SECONDS`` while it runs (Hamilton polls in a loop)."""
+
+    def __init__(self, future: Any, wait: Callable[[Any], None]) -> None:
+        self.future = future
+        self._wait = wait
+
+    def get_state(self) -> TaskState:
+        if not self.future.done():
+            self._wait(self.future)
+            if not self.future.done():
+                return TaskState.RUNNING
+        return TaskState.FAILED if self.future.exception() is not None else TaskState.SUCCESSFUL
+
+    def get_result(self) -> Any:
+        return self.future.result() if self.future.done() else None
+
+
+def _run_pickled(payload: bytes) -> dict[str, Any]:
+    import cloudpickle
+
+    return executors.base_execute_task(cloudpickle.loads(payload))
+
+
+def _wait_local(future: concurrent.futures.Future) -> None:
+    concurrent.futures.wait([future], timeout=POLL_SECONDS)
+
+
+def _wait_dask(future: Any) -> None:
+    with contextlib.suppress(Exception):  # a timeout: still running
+        future.exception(timeout=POLL_SECONDS)
+
+
+class BookProcessPool(executors.TaskExecutor):
+    """A process pool of ``workers`` (forkserver: no inherited locks or open databases); tasks go by cloudpickle."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self.active: list[concurrent.futures.Future] = []
+
+    def init(self) -> None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["nodes.collection", "dataflows.drivers", "sentence_transformers"])
+        self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+        self.active = []
+
+    def finalize(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def submit_task(self, task: executors.TaskImplementation) -> executors.TaskFuture:
+        import cloudpickle
+
+        assert self.pool is not None, "executor not initialised"
+        future = self.pool.submit(_run_pickled, cloudpickle.dumps(task))
+        self.active.append(future)
+        return _PoliteFuture(future, _wait_local)
+
+    def can_submit_task(self) -> bool:
+        self.active = [f for f in self.active if not f.done()]
+        return len(self.active) < self.workers
+
+
+class LibraryDaskExecutor(executors.TaskExecutor):
+    """Hamilton's ``h_dask.DaskExecutor`` scheme (``client.submit(base_execute_task, task)``) on a client it
+    opens and closes itself: ``scheduler``, or a process ``LocalCluster``; at most one task per Dask thread.
+
+    Not a subclass: importing ``hamilton.plugins.h_dask`` imports ``dask.dataframe``, which needs pyarrow.
+    """
+
+    def __init__(self, scheduler: str | None, workers: int) -> None:
+        self.scheduler = scheduler
+        self.workers = workers
+        self.client: Any = None
+        self.cluster: Any = None
+        self.active: list[Any] = []
+
+    def init(self) -> None:
+        from dask.distributed import Client, LocalCluster
+
+        if self.scheduler:
+            self.client = Client(self.scheduler)
+        else:
+            self.cluster = LocalCluster(
+                n_workers=self.workers, threads_per_worker=1, processes=True, dashboard_address=None
+            )
+            self.client = Client(self.cluster)
+        self.active = []
+
+    def finalize(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        self.client = self.cluster = None
+
+    def submit_task(self, task: executors.TaskImplementation) -> executors.TaskFuture:
+        future = self.client.submit(executors.base_execute_task, task, pure=False)
+        self.active.append(future)
+        return _PoliteFuture(future, _wait_dask)
+
+    def can_submit_task(self) -> bool:
+        self.active = [f for f in self.active if not f.done()]
+        capacity = sum(self.client.nthreads().values()) or 1
+        return len(self.active) < capacity
+
+
+def _remote_executor(config: Mapping[str, Any], n_books: int | None) -> executors.TaskExecutor:
+    """The executor for the per-book tasks named by ``executor``; in-process for one book or one worker."""
+    kind = config.get("executor", "local")
+    if kind not in EXECUTORS:
+        raise FolioError("executor", f"unknown executor {kind!r}: use local or dask")
+    workers = config.get("workers")
+    size = collection._pool_size(n_books if n_books is not None else 2**31, workers, collection._cores())
+    if kind == "dask":
+        if importlib.util.find_spec("distributed") is None:
+            raise FolioError("executor", "dask is missing: pip install 'dask[distributed]'")
+        if config.get("dask_scheduler") or size > 1:
+            return LibraryDaskExecutor(config.get("dask_scheduler"), size)
+    elif size > 1:
+        return BookProcessPool(size)
+    return executors.SynchronousLocalTaskExecutor()
+
+
+def library_driver(
+    config: Mapping[str, Any], n_books: int | None = None, installer: BookInstaller | None = None
+) -> driver.Driver:
+    """The library-ingest DAG with its executor (``n_books`` sizes it; ``None``: as if many)."""
+    builder = (
+        driver.Builder()
+        .with_modules(collection)
+        .with_config({key: config.get(key) for key in EXECUTION_KEYS})
+        .enable_dynamic_execution(allow_experimental_mode=True)
+        .with_local_executor(executors.SynchronousLocalTaskExecutor())
+        .with_remote_executor(_remote_executor(config, n_books))
+    )
+    if installer is not None:
+        builder = builder.with_adapters(installer)
+    return builder.build()
+
+
+def shared_metadata_store(library_path: str | Path) -> None:
+    """Put the library's Hamilton metadata DB in WAL mode (persistent) so local processes write it at once.
+
+    Measured (``tests/test_parallel.py``): two processes committing 400 entries each failed with
+    "database is locked" in 2 of 5 runs in the default rollback-journal mode, 0 of 3 in WAL (and faster).
+    WAL needs every writer on one host, so a remote Dask cluster keeps the default mode.
+    """
+    from dataflows.caching import stores
+
+    metadata, results = stores(library_path)
+    try:
+        metadata.connection.execute("PRAGMA journal_mode=WAL")
+    finally:
+        results.close()
+        del metadata
+
+
+def ingest_books(
+    files: Sequence[Path],
+    library: Library,
+    config: Mapping[str, Any],
+    progress: Progress,
+    cache: bool = True,
+) -> list[StagedBook | FolioError]:
+    """Ingest ``files`` in parallel (caller holds ``library.writer()``); one result per file, in order."""
+    sources = tuple(str(f) for f in files)
+    if not sources:
+        return []
+    in_process = isinstance(_remote_executor(config, len(sources)), executors.SynchronousLocalTaskExecutor)
+    bar: Progress = (
+        BookProgress(len(sources)) if isinstance(progress, BarProgress) and not in_process else progress
+    )
+    if cache and not config.get("dask_scheduler"):
+        shared_metadata_store(library.path)
+    installer = BookInstaller(library, bar)
+    dr = library_driver(config, len(sources), installer)
+    try:
+        dr.execute(
+            ["book_outcomes"],
+            inputs={
+                "source_files": sources,
+                "library_path": str(library.path),
+                "ingest_config": dict(config),
+                "cache_enabled": cache,
+                "progress": progress if in_process else Progress(),
+            },
+        )
+    except Exception as exc:  # a worker died: finished books stay installed, the rest fail with the reason
+        reason = f"ingest aborted: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        for path in sources:
+            installer.results.setdefault(path, FolioError(path, reason))
+    finally:
+        if bar is not progress:
+            bar.close()
+    return [installer.results[path] for path in sources]
+
+
+# --- bench ---------------------------------------------------------------------------------------
+def _peak_rss_mb(who: int) -> float:
+    return round(resource.getrusage(who).ru_maxrss / 1024, 1)
+
+
+def library_bench(data_dir: str | Path) -> dict[str, Any]:
+    """Ingest every book of ``data_dir/books`` into fresh libraries with 1 worker, then 2 workers."""
+    from dataflows.api import book_files
+    from dataflows.config import load_config
+
+    files = book_files([Path(data_dir) / "books"])
+    out: dict[str, Any] = {"books": len(files), "cores": collection._cores()}
+    for workers in (1, 2):
+        config = load_config(overrides={"workers": workers})
+        with tempfile.TemporaryDirectory(prefix=f"folio-bench-w{workers}-") as tmp:
+            lib = Library(tmp)
+            start = time.perf_counter()
+            with lib.writer():
+                results = ingest_books(files, lib, config, Progress())
+            wall = time.perf_counter() - start
+        failed = [str(r) for r in results if isinstance(r, FolioError)]
+        out[f"workers_{workers}"] = {
+            "wall_s": round(wall, 2),
+            "chunks": sum(r.n_chunks for r in results if isinstance(r, StagedBook)),
+            "failed": failed,
+        }
+    out["speedup"] = round(out["workers_1"]["wall_s"] / out["workers_2"]["wall_s"], 2)
+    out["peak_rss_mb"] = {
+        "driver_process": _peak_rss_mb(resource.RUSAGE_SELF),
+        "largest_worker": _peak_rss_mb(resource.RUSAGE_CHILDREN),
+    }
+    out["note"] = "2 shared cores: other work on the machine makes these wall times noisy"
+    return out

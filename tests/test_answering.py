@@ -1,0 +1,158 @@
+"""Grounded answers: extractive sentences with citations, the evidence rule, LLM [n] markers, the agent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dataflows.ask import ask
+from nodes.answering import NOT_FOUND, _cited, _extractive, _located, _not_found
+from nodes.types import Hit
+from tests.servers import Reply, ScriptedLLMServer
+
+
+def hit(chunk_id: str, text: str, start: int = 0) -> Hit:
+    return Hit("book", "ch", "Chapter", chunk_id, start, start + len(text), 1.0, text)
+
+
+def test_extractive_answer_cites_each_sentence_to_its_chunk() -> None:
+    hits = [
+        hit("c1", "The sky was grey. Peter lost his blue jacket in the garden. He ran home."),
+        hit("c2", "Mr. McGregor hung the jacket on a scarecrow.", 500),
+    ]
+    text, citations = _extractive("What did Peter lose in the garden?", hits, 3)
+    assert (
+        text
+        == "Peter lost his blue jacket in the garden. [1]\nMr. McGregor hung the jacket on a scarecrow. [2]"
+    )
+    assert [(c.chunk_id, c.start, c.end) for c in citations] == [("c1", 0, 72), ("c2", 500, 544)]
+
+
+def test_not_found_answer_says_what_was_searched() -> None:
+    text = _not_found(["text_search('x') in whole book(s): 0 hit(s)"])
+    assert text.startswith(NOT_FOUND) and "text_search('x')" in text
+
+
+def test_llm_markers_map_to_excerpts_in_order_of_use() -> None:
+    hits = [hit("c1", "a"), hit("c2", "b"), hit("c3", "c")]
+    text, citations = _cited("Peter lost his jacket [3], then ran [1][3]. Bogus [9].", hits)
+    assert text == "Peter lost his jacket [1], then ran [2][1]. Bogus ."
+    assert [c.chunk_id for c in citations] == ["c3", "c1"]
+    assert _cited("No markers at all.", hits) is None
+
+
+def test_agent_locations_must_be_chunks_a_tool_returned() -> None:
+    seen = {"book/c2": hit("c2", "b")}
+    text, citations = _located("It was blue [book/c2] and big [book/c9].", seen)
+    assert text == "It was blue [1] and big ." and [c.chunk_id for c in citations] == ["c2"]
+    assert _located("Uncited claim [book/c9].", seen) is None
+
+
+def test_no_llm_answer_is_grounded_in_the_gold_chapter(fairytale_library: Path) -> None:
+    answer = ask(
+        "Who made camomile tea when Peter was put to bed?", library=fairytale_library, config={"llm": "none"}
+    )
+    assert answer.route == "BOOK" and answer.sources_used == ("book",)
+    assert answer.citations and answer.citations[0].chapter_title == "THE TALE OF PETER RABBIT"
+    assert "camomile" in answer.answer.lower()
+    assert answer.answer.count("[") == len(answer.citations)
+
+
+def test_llm_pipeline_answer_cites_the_excerpts_it_names(fairytale_library: Path) -> None:
+    with ScriptedLLMServer(
+        [
+            {"route": "BOOK", "confidence": 0.9, "suggested_queries": ["Peter bedtime camomile tea"]},
+            Reply.answer("She gave him camomile tea [1]."),
+        ]
+    ) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config={"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0},
+        )
+        prompt = server.requests[1]["messages"][1]["content"]
+    assert answer.answer == "She gave him camomile tea [1]."
+    assert len(answer.citations) == 1 and "camomile" in prompt.split("[2]")[0].lower()
+    assert answer.tool_calls == 5  # llm router, concept lookup, two searches, llm answer
+
+
+def test_llm_answer_without_markers_falls_back_to_extractive(fairytale_library: Path) -> None:
+    with ScriptedLLMServer(
+        [
+            {"route": "BOOK", "confidence": 0.9, "suggested_queries": []},
+            Reply.answer("Some tea, I think."),
+        ]
+    ) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config={"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0},
+        )
+    assert "LLM answer cited no excerpt: extractive answer given" in answer.notes
+    assert answer.citations and "[1]" in answer.answer
+
+
+def test_agent_calls_the_tools_and_cites_a_returned_chunk(fairytale_library: Path) -> None:
+    from dataflows.ask import _library
+
+    _, stores, _ = _library(fairytale_library)
+    potter = next(s for s in stores.values() if s.book_id.startswith("the-great-big-treasury"))
+    target = potter.lexical("camomile tea", 1)[0]
+    location = f"{target.book_id}/{target.chunk_id}"
+    with ScriptedLLMServer(
+        [
+            {"route": "BOOK", "confidence": 0.9, "suggested_queries": [], "book_ids": [potter.book_id]},
+            Reply.tools(("text_search", {"query": "camomile tea"})),
+            Reply.answer(f"Camomile tea [{location}]."),
+        ]
+    ) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config={
+                "llm": "openai",
+                "answer_mode": "agent",
+                "llm_base_url": server.url,
+                "llm_max_retries": 0,
+            },
+        )
+        tool_message = server.requests[2]["messages"][-1]
+    assert answer.answer == "Camomile tea [1]." and answer.citations[0].chunk_id == target.chunk_id
+    assert tool_message["role"] == "tool" and location in tool_message["content"]
+    assert answer.tool_calls == 4  # router, the agent's two LLM turns, one text_search
+
+
+def test_agent_ninth_call_is_refused_and_the_answer_stays_grounded(fairytale_library: Path) -> None:
+    search = Reply.tools(("text_search", {"query": "camomile tea"}))
+    with ScriptedLLMServer(
+        [
+            {"route": "BOOK", "confidence": 0.9, "suggested_queries": []},
+            *[search] * 10,
+        ]
+    ) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config={
+                "llm": "openai",
+                "answer_mode": "agent",
+                "llm_base_url": server.url,
+                "llm_max_retries": 0,
+            },
+        )
+    assert answer.tool_calls == 8
+    assert any("refused" in n for n in answer.notes)
+    assert answer.citations and "camomile" in answer.answer.lower()
+
+
+@pytest.mark.parametrize("mode", ["pipeline", "agent"])
+def test_failing_llm_still_answers_from_evidence(fairytale_library: Path, mode: str) -> None:
+    with ScriptedLLMServer([Reply.fail(500)] * 12) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config={"llm": "openai", "answer_mode": mode, "llm_base_url": server.url, "llm_max_retries": 0},
+        )
+    assert answer.citations or answer.answer.startswith(NOT_FOUND)
+    assert any("LLM" in n for n in answer.notes)

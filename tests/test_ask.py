@@ -1,0 +1,170 @@
+"""``folio ask`` end to end: gold passages cited without an LLM, Kiwix and slow sources, CLI, drivers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from dataflows.ask import add_ask_parser, ask, ask_config, ask_driver, run_ask_command
+from dataflows.config import load_config
+from dataflows.library import Library
+from nodes.backends.tools import Session
+from nodes.evaluation import _BookAligner, _is_hit, _locate, qa_items
+from nodes.fusion import NO_RESULTS
+from nodes.types import FolioError, SourceResult
+from tests.conftest import QA, REPO_DIR, ZIMS
+
+MOBY_QUESTIONS = REPO_DIR / "tests" / "qa" / "moby_dick_questions.jsonl"
+WIKI = ZIMS / "wikipedia_en_100_mini_2022-10.zim"
+
+
+def cited_gold_rate(library: Path, qa_file: Path, stride: int = 1) -> tuple[float, int]:
+    """Share of located questions whose answer cites a chunk covering the gold passage (or quote)."""
+    lib = Library(library)
+    stores = {Path(b["source_file"]).name: lib.store(b["book_id"]) for b in lib.descriptors()}
+    aligners: dict[str, _BookAligner] = {}
+    hits = located = 0
+    for item in qa_items(str(qa_file))[::stride]:
+        store = stores[Path(item.book_file).name]
+        if item.passages and store.book_id not in aligners:
+            aligners[store.book_id] = _BookAligner(store)
+        gold = _locate(item, store, aligners.get(store.book_id))
+        if gold is None:
+            continue
+        located += 1
+        answer = ask(item.question, library=lib, config={"llm": "none"})
+        cited = [lib.store(c.book_id).chunk(c.chunk_id) for c in answer.citations if c.kind == "book"]
+        hits += any(_is_hit(h, gold) for h in cited)
+    return hits / max(1, located), located
+
+
+def test_fairytaleqa_answers_cite_the_gold_passage(fairytale_library: Path) -> None:
+    rate, located = cited_gold_rate(fairytale_library, QA / "fairytaleqa" / "questions.csv", stride=3)
+    assert located >= 120
+    assert rate >= 0.6, rate
+
+
+def test_moby_dick_answers_cite_the_gold_quote(moby_library: Path) -> None:
+    rate, located = cited_gold_rate(moby_library, MOBY_QUESTIONS)
+    assert located == 20
+    assert rate >= 0.6, rate
+
+
+def test_moby_dick_question_file_is_well_formed() -> None:
+    rows = [json.loads(line) for line in MOBY_QUESTIONS.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 20 and len({r["question"] for r in rows}) == 20
+    for r in rows:
+        assert set(r) >= {"question", "book_file", "gold_quote", "gold_chapter", "answers"}
+        assert r["book_file"] == "books/epub/melville_moby-dick.epub" and r["answers"]
+
+
+def test_not_book_question_is_answered_from_kiwix_with_zim_citations(fairytale_library: Path) -> None:
+    answer = ask("What is a noble gas?", library=fairytale_library, zim_paths=[WIKI], config={"llm": "none"})
+    assert answer.route == "NOT_BOOK" and answer.sources_used == ("kiwix",)
+    assert answer.citations[0].as_dict() == {"zim": WIKI.stem, "path": "A/Noble_gas", "title": "Noble gas"}
+    assert "noble gas" in answer.answer.lower()
+
+
+def test_slow_source_is_abandoned_within_the_timeout(fairytale_library: Path) -> None:
+    def slow(clause: str) -> SourceResult:
+        time.sleep(3.0)
+        return SourceResult("web", "web", "late")
+
+    def fast(clause: str) -> SourceResult:
+        return SourceResult("kiwix", "Neon", "Neon is a noble gas with atomic number ten.")
+
+    ask("What is neon?", library=fairytale_library, config={"llm": "none"}, sources={"kiwix": fast})  # warm
+    t0 = time.monotonic()
+    answer = ask(
+        "What is the atomic number of neon?",
+        library=fairytale_library,
+        sources={"web": slow, "kiwix": fast},
+        config={"llm": "none", "fusion_timeout_seconds": 1.0},
+    )
+    assert time.monotonic() - t0 < 1.0 + 0.5
+    assert answer.answer == "Neon is a noble gas with atomic number ten."
+    assert "web: timed out after 1 s" in answer.notes
+
+
+def test_compound_question_goes_to_book_and_kiwix(fairytale_library: Path) -> None:
+    answer = ask(
+        "Who made camomile tea when Peter was put to bed and what is a noble gas?",
+        library=fairytale_library,
+        zim_paths=[WIKI],
+        config={"llm": "none"},
+    )
+    assert answer.route == "MIXED" and answer.sources_used == ("book", "kiwix")
+    assert answer.answer.startswith("[BOOK — The Great Big Treasury of Beatrix Potter]")
+    assert "\n\n---\n\n[KIWIX — Noble gas]\n" in answer.answer
+    assert {c.kind for c in answer.citations} == {"book", "kiwix"}
+
+
+def test_nothing_found_anywhere_gives_the_no_results_line(fairytale_library: Path) -> None:
+    empty = {"kiwix": lambda clause: SourceResult("kiwix", "kiwix", "No results found")}
+    answer = ask(
+        "What is the atomic number of neon?", library=fairytale_library, sources=empty, config={"llm": "none"}
+    )
+    assert answer.answer == NO_RESULTS and answer.citations == ()
+
+
+def test_session_caches_across_questions(fairytale_library: Path) -> None:
+    session = Session()
+    first = ask(
+        "Who made camomile tea for Peter?", library=fairytale_library, session=session, config={"llm": "none"}
+    )
+    again = ask(
+        "Who made camomile tea for Peter?", library=fairytale_library, session=session, config={"llm": "none"}
+    )
+    assert again.citations == first.citations and session.hits >= 3
+
+
+def test_cli_prints_the_json_answer(fairytale_library: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    add_ask_parser(parser.add_subparsers())
+    args = parser.parse_args(
+        ["ask", "Who made camomile tea for Peter?", "--library", str(fairytale_library), "--json"]
+    )
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"answer", "citations", "route", "sources_used", "tool_calls", "notes"}
+    assert set(out["citations"][0]) == {"book_id", "chapter_id", "chapter_title", "chunk_id", "start", "end"}
+    assert out["tool_calls"] <= 8
+
+
+def test_cli_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = argparse.Namespace(
+        question="Who is Ahab?", config=None, library=str(tmp_path), zim=None, kiwix_url=None, json=False
+    )
+    assert run_ask_command(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "nothing to ask" in err
+
+
+def test_agent_mode_without_llm_is_refused() -> None:
+    with pytest.raises(FolioError, match="agent mode needs an LLM"):
+        ask_config({"answer_mode": "agent", "llm": "none"})
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"llm": "none"},
+        {"llm": "openai"},
+        {"llm": "openai", "answer_mode": "agent"},
+        {"llm": "none", "kiwix": "http"},
+        {"llm": "none", "answer_summaries": True},
+    ],
+)
+def test_query_driver_builds_for_every_variant(overrides: dict) -> None:
+    dr = ask_driver(load_config(None, overrides=overrides))
+    names = {v.name for v in dr.list_available_variables()}
+    assert {"routes", "book_results", "fused_context", "answer"} <= names
+
+
+def test_agent_config_file_is_valid() -> None:
+    cfg = ask_config(REPO_DIR / "configs" / "agent.yaml")
+    assert (cfg["answer_mode"], cfg["llm"]) == ("agent", "openai")

@@ -1,0 +1,160 @@
+"""Book tools and the book flow: question kinds, budget, session cache, tool definitions, scope,
+one escalation, degraded (lexical-only) mode and lazy chapter summaries."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dataflows.ask import _library
+from nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, extractive_summary
+from nodes.book_tools import SEMANTIC_UNAVAILABLE, _evidence, _plan, _question_kind, _scope
+from nodes.types import ConceptMatch, ConceptMatches
+
+
+@pytest.fixture(scope="module")
+def potter(fairytale_library: Path, encoder) -> tuple[dict, dict, object]:
+    _, stores, maps = _library(fairytale_library)
+    potter_id = next(b for b in stores if b.startswith("the-great-big-treasury"))
+    return {potter_id: stores[potter_id]}, {potter_id: maps[potter_id]}, encoder
+
+
+def tools_for(potter, budget: int = 8, encoder: object = "default") -> BookTools:
+    stores, maps, enc = potter
+    return BookTools(stores, maps, enc if encoder == "default" else encoder, ToolBudget(budget), Session())
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("Who was the brother and sister living with?", "concrete"),
+        ("What did Peter Rabbit lose in the garden?", "concrete"),
+        ("How many cakes did the cat eat?", "concrete"),
+        ('Who said "Now my dear"?', "concrete"),
+        ("Why did the two decide to leave?", "conceptual"),
+        ("How did the mother feel when she heard the news?", "conceptual"),
+        ("What lesson does the story teach?", "conceptual"),
+    ],
+)
+def test_question_kind_rule(question: str, kind: str) -> None:
+    assert _question_kind(question) == kind
+
+
+def test_concrete_questions_search_text_first_and_conceptual_by_meaning_first() -> None:
+    assert _plan("concrete") == ("text_search", "semantic_search")
+    assert _plan("conceptual") == ("semantic_search", "text_search")
+
+
+def test_ninth_tool_call_is_refused(potter) -> None:
+    tools = tools_for(potter)
+    for _ in range(8):
+        tools.text_search("Peter Rabbit")
+    with pytest.raises(BudgetExceeded, match="budget of 8 tool calls"):
+        tools.text_search("Peter Rabbit")
+    assert tools.budget.used == 8 and tools.budget.refused == ["text_search"]
+
+
+def test_session_caches_lookups_and_searches(potter) -> None:
+    tools = tools_for(potter)
+    first = tools.text_search("Mr. McGregor garden")
+    again = tools.text_search("Mr. McGregor garden")
+    tools.concept_map_lookup("Peter Rabbit")
+    tools.concept_map_lookup("Peter Rabbit")
+    assert again is first
+    assert (tools.session.hits, tools.session.misses) == (2, 2)
+
+
+def test_tool_definitions_are_openai_functions() -> None:
+    defs = BookTools.definitions()
+    names = {d["function"]["name"] for d in defs}
+    assert names == {
+        "book_concept_map_lookup",
+        "chapter_summary_get",
+        "text_search",
+        "semantic_search",
+        "chunk_get",
+        "book_synopsis_get",
+    }
+    for d in defs:
+        params = d["function"]["parameters"]
+        assert d["type"] == "function" and re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", d["function"]["name"])
+        assert set(params["required"]) <= set(params["properties"])
+
+
+def test_text_search_returns_exact_excerpts_with_locations(potter) -> None:
+    tools = tools_for(potter)
+    hits = tools.text_search("camomile tea")
+    store = next(iter(potter[0].values()))
+    assert hits and "camomile" in hits[0].text.lower()
+    assert store.chapter_text(hits[0].chapter_id)[hits[0].start : hits[0].end] == hits[0].text
+    full = tools.chunk(f"{hits[0].book_id}/{hits[0].chunk_id}")
+    assert full.text == hits[0].text
+
+
+def test_chapter_summary_is_made_once_and_cached(potter) -> None:
+    tools = tools_for(potter)
+    chapter_id = tools.text_search("camomile tea")[0].chapter_id
+    summary = tools.chapter_summary(chapter_id)
+    assert summary and summary == tools.chapter_summary(chapter_id)
+    assert tools.budget.calls.count("chapter_summary.get") == 2
+    first_sentence = summary.split(". ")[0]
+    assert first_sentence.split()[0] in next(iter(potter[0].values())).chapter_text(chapter_id)
+
+
+def test_extractive_summary_keeps_central_sentences_in_order() -> None:
+    text = (
+        "The rabbit ran to the garden. The rabbit ate lettuce in the garden. "
+        "It was a sunny day. The farmer chased the rabbit out of the garden."
+    )
+    summary = extractive_summary([text + " The day was long and quiet and sunny for everyone there."], n=2)
+    assert summary == "The rabbit ran to the garden. The rabbit ate lettuce in the garden."
+
+
+def test_scope_uses_only_specific_concepts() -> None:
+    narrow = ConceptMatch("entity", "e1", "Peter", 1.0, ("c1", "c2"))
+    broad = ConceptMatch("entity", "e2", "Ahab", 1.0, tuple(f"x{i}" for i in range(24)))
+    assert _scope([("b", ConceptMatches("q", (narrow,), (), (), ()))], 8) == ("c1", "c2")
+    assert _scope([("b", ConceptMatches("q", (broad,), (), (), ()))], 8) is None
+
+
+def test_insufficient_evidence_in_scope_widens_once(potter) -> None:
+    tools = tools_for(potter)
+    store = next(iter(potter[0].values()))
+    wrong = next(  # a chapter without tea, camomile or Peter
+        c["chapter_id"]
+        for c in store.descriptor["chapters"]
+        if not re.search(r"camomile|tea|peter", store.chapter_text(c["chapter_id"]), re.I)
+    )
+    question = "Who gave Peter camomile tea at bedtime?"
+    evidence = _evidence(tools, question, "concrete", (wrong,), 10, 0.65, 0.5, 0.5)
+    assert evidence.widened and evidence.scope is None and evidence.sufficient
+    assert any("widened" in n for n in evidence.notes)
+    assert sum("whole book" in s for s in evidence.searched) == 2
+    assert any("camomile" in h.text.lower() for h in evidence.hits[:5])
+
+
+def test_whole_book_search_is_never_widened(potter) -> None:
+    tools = tools_for(potter)
+    evidence = _evidence(tools, "quantum chromodynamics lattice", "concrete", None, 10, 0.65, 0.5, 0.9)
+    assert not evidence.widened and not evidence.sufficient
+    assert tools.budget.used == 2
+
+
+class BrokenEncoder:
+    def encode_query(self, text: str):
+        raise RuntimeError("vector index unavailable")
+
+
+def test_failing_semantic_search_degrades_to_lexical_only(potter) -> None:
+    tools = tools_for(potter, encoder=BrokenEncoder())
+    evidence = _evidence(tools, "Why did Peter lose his jacket?", "conceptual", None, 10, 0.65, 0.5, 0.5)
+    assert SEMANTIC_UNAVAILABLE in evidence.notes
+    assert evidence.hits and tools.semantic_error == "RuntimeError: vector index unavailable"
+
+
+def test_missing_encoder_is_lexical_only(potter) -> None:
+    tools = tools_for(potter, encoder=None)
+    evidence = _evidence(tools, "Who chased Peter in the garden?", "concrete", None, 10, 0.65, 0.5, 0.5)
+    assert SEMANTIC_UNAVAILABLE in evidence.notes and evidence.sufficient

@@ -1,0 +1,198 @@
+"""Cross-source fusion: source names, the shared pool and its deadline, empties, de-duplication, merging."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodes.backends.tools import PendingJobs, shared_pool
+from nodes.fusion import (
+    NO_RESULTS,
+    _dedupe,
+    _fuse_results,
+    _join,
+    _looks_empty,
+    _merge_group,
+    _source_names,
+    fused_context,
+    source_plan,
+)
+from nodes.types import Citation, FolioError, RouteDecision, SourceResult
+
+ORDER = ("book", "kiwix", "web", "news")
+WHALE = "The sperm whale dives deep. It hunts giant squid in the dark. Its head holds spermaceti oil."
+WHALE_SHORT = "The sperm whale dives very deep. It hunts the giant squid in the dark."
+NEON = "Neon is a noble gas. Its atomic number is ten. It glows red in lamps."
+
+
+def result(source: str, text: str, label: str = "", clause: str = "q") -> SourceResult:
+    return SourceResult(
+        source, label or source, text, (Citation(source, title=label or source),), clause=clause
+    )
+
+
+def test_source_names_are_lowercased_deduplicated_and_capped() -> None:
+    assert _source_names([" Kiwix", "book", "KIWIX", "web", "news"], 3) == ("kiwix", "book", "web")
+
+
+def test_unknown_source_name_is_a_folio_error() -> None:
+    with pytest.raises(FolioError, match="unknown source 'gopher'"):
+        _source_names(["book", "gopher"], 4)
+
+
+@pytest.mark.parametrize(
+    "text", ["", "   ", "No results found.", "no results found for 'xyz'", "Nothing found"]
+)
+def test_looks_empty_phrases_are_empty(text: str) -> None:
+    assert _looks_empty(text)
+
+
+def test_a_real_answer_does_not_look_empty() -> None:
+    assert not _looks_empty(NEON)
+
+
+def test_zero_results_give_the_no_results_line() -> None:
+    text, kept, notes = _fuse_results(
+        [result("kiwix", "no results found"), SourceResult("web", "web", "", error="timed out after 1 s")],
+        ORDER,
+        1500,
+    )
+    assert (text, kept) == (NO_RESULTS, ())
+    assert notes == ("web: timed out after 1 s",)
+
+
+def test_one_survivor_is_returned_as_it_is_without_header() -> None:
+    text, kept, _ = _fuse_results([result("kiwix", NEON), result("web", "No results")], ORDER, 1500)
+    assert text == NEON
+    assert [r.source for r in kept] == ["kiwix"]
+
+
+def test_two_results_get_headers_separators_and_truncation() -> None:
+    text, _, _ = _fuse_results(
+        [result("web", NEON, "Neon"), result("kiwix", WHALE * 5, "Sperm whale")], ORDER, 100
+    )
+    first, second = text.split("\n\n---\n\n")
+    assert first.startswith("[KIWIX — Sperm whale]\n") and len(first.split("\n", 1)[1]) <= 100
+    assert second == f"[WEB — Neon]\n{NEON}"
+
+
+def test_overlapping_result_with_fewer_sentences_is_dropped() -> None:
+    kept = _dedupe([result("web", WHALE_SHORT), result("kiwix", WHALE)])
+    assert [r.source for r in kept] == ["kiwix"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations(range(4)))
+def test_deduplication_does_not_depend_on_completion_order(order: list[int]) -> None:
+    results = [
+        result("kiwix", WHALE, "a"),
+        result("web", WHALE_SHORT, "b"),
+        result("news", NEON, "c"),
+        result("book", NEON + " Neon was found in 1898.", "d"),
+    ]
+    arrived = [results[i] for i in order]
+    text, kept, _ = _fuse_results(arrived, ORDER, 1500)
+    expected_text, expected_kept, _ = _fuse_results(results, ORDER, 1500)
+    assert text == expected_text
+    assert {r.label for r in kept} == {r.label for r in expected_kept}
+    assert {r.label for r in kept} == {"a", "d"}
+
+
+def test_same_source_clauses_merge_under_one_header_with_repeats_once() -> None:
+    a = result("kiwix", "Indoor air quality is measured by CO2.\nVentilation helps.", "Air", "air quality")
+    b = result("kiwix", "Ventilation helps.\nDoor locks are in the hall.", "Locks", "doors locked")
+    merged = _merge_group([a, b])
+    assert (
+        merged.text
+        == "Indoor air quality is measured by CO2.\n\nVentilation helps.\n\nDoor locks are in the hall."
+    )
+    one_line = _merge_group(
+        [result("kiwix", "Air is fine.", "A", "x"), result("kiwix", "Doors are locked.", "B", "y")]
+    )
+    assert one_line.text == "Air is fine.\nDoors are locked."
+    text, _, _ = _fuse_results([a, b, result("web", WHALE, "Whales")], ORDER, 1500)
+    assert text.count("[KIWIX") == 1 and "[FUSION" not in text
+    assert text.count("Ventilation helps.") == 1
+
+
+def test_header_is_not_doubled_when_label_equals_source() -> None:
+    text = _join([result("kiwix", NEON, "kiwix"), result("web", WHALE, "WEB")], 1500)
+    assert "[KIWIX]\n" in text and "[WEB]\n" in text and "KIWIX — KIWIX" not in text
+
+
+def test_merged_citation_markers_are_renumbered() -> None:
+    a = SourceResult(
+        "book", "B", "One [1]\nTwo [2]", (Citation("book", chunk_id="x"), Citation("book", chunk_id="y"))
+    )
+    b = SourceResult("book", "B", "Three [1]", (Citation("book", chunk_id="z"),))
+    merged = _merge_group([a, b])
+    assert merged.text == "One [1]\n\nTwo [2]\n\nThree [3]"
+    assert [c.chunk_id for c in merged.citations] == ["x", "y", "z"]
+
+
+def test_source_plan_routes_book_clauses_to_books_and_others_to_external_sources() -> None:
+    routes = (
+        RouteDecision("BOOK", 0.9, (), ("b1",), "", "who is ahab"),
+        RouteDecision("NOT_BOOK", 0.9, (), (), "", "what is neon"),
+    )
+    external = {"kiwix": lambda c: None, "web": lambda c: None}
+    plan = source_plan(routes, ["book", "kiwix", "web", "kiwix"], external, 4)
+    assert plan == (("book", "who is ahab"), ("kiwix", "what is neon"), ("web", "what is neon"))
+    assert source_plan(routes[1:], ["book", "kiwix"], {}, 4) == (("book", "what is neon"),)
+
+
+def test_straggler_is_abandoned_and_fast_result_survives_within_deadline() -> None:
+    finished = threading.Event()
+
+    def slow(clause: str) -> SourceResult:
+        time.sleep(2.0)
+        finished.set()
+        return result("web", "late " + clause)
+
+    def fast(clause: str) -> SourceResult:
+        return result("kiwix", NEON)
+
+    t0 = time.monotonic()
+    pending = PendingJobs(shared_pool(12), [("web", "q", slow), ("kiwix", "q", fast)])
+    done, failed = pending.collect(0.5)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 0.5 + 0.5
+    assert [s for s, _, _ in done] == ["kiwix"]
+    assert failed == [("web", "q", "timed out after 0.5 s")]
+    assert not finished.is_set()
+    assert finished.wait(3.0), "the straggler keeps running in the background"
+
+
+def test_contextvars_are_copied_into_workers() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+    var.set("req-42")
+    pending = PendingJobs(shared_pool(12), [("kiwix", "q", lambda c: result("kiwix", var.get()))])
+    done, _ = pending.collect(2.0)
+    assert done[0][2].text == "req-42"
+
+
+def test_failing_source_becomes_a_note_and_others_answer() -> None:
+    def broken(clause: str) -> SourceResult:
+        raise FolioError("http://127.0.0.1:1", "cannot reach SearXNG")
+
+    pending = PendingJobs(
+        shared_pool(12), [("web", "q", broken), ("kiwix", "q", lambda c: result("kiwix", NEON))]
+    )
+    done, failed = pending.collect(2.0)
+    context = fused_context(
+        (*[r for _, _, r in done], *[SourceResult(s, s, "", error=w) for s, _, w in failed]),
+        list(ORDER),
+        4,
+        1500,
+    )
+    assert context.text == NEON
+    assert context.notes == ("web: cannot reach SearXNG",)
+
+
+def test_shared_pool_is_one_long_lived_pool() -> None:
+    assert shared_pool(12) is shared_pool(12)
