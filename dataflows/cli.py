@@ -122,32 +122,31 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 def cmd_concepts(args: argparse.Namespace) -> int:
     from dataflows.library import Library
+    from nodes.concept_lookup import format_matches
     from nodes.types import ConceptMap
 
     lib = Library(args.library)
     book_ids = [lib.resolve_book(args.book)] if args.book else lib.book_ids()
     if not book_ids:
         raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
-    rows = []
+    results = []
     for book_id in book_ids:
         path = lib.books_dir / book_id / "concept_map.json"
         if not path.exists():
             raise FolioError(book_id, "no concept map: re-ingest the book")
-        concept_map = ConceptMap.from_json(path.read_bytes())
-        titles = lib.store(book_id).titles
-        found = concept_map.lookup(args.query, limit=args.k)
-        for match in sorted([*found.entities, *found.themes, *found.events], key=lambda m: -m.score):
-            rows.append((book_id, match, titles))
+        found = ConceptMap.from_json(path.read_bytes()).lookup(args.query, limit=args.k)
+        results.append((book_id, found, lib.store(book_id).titles))
     if args.json:
-        print(json.dumps([{"book_id": b, **_match_dict(m, t)} for b, m, t in rows], indent=2, ensure_ascii=False))
+        rows = [
+            {"book_id": book_id, **_match_dict(m, titles)}
+            for book_id, found, titles in results
+            for m in sorted([*found.entities, *found.themes, *found.events], key=lambda m: -m.score)
+        ]
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
-    if not rows:
-        print("no matching entities, themes or events")
-    for book_id, match, titles in rows:
-        chapters = ", ".join(titles.get(c, c) for c in match.chapter_ids[:6])
-        more = f" (+{len(match.chapter_ids) - 6} more)" if len(match.chapter_ids) > 6 else ""
-        print(f"{match.kind:<7} {match.score:6.2f}  {match.label}  [{book_id}]")
-        print(f"        chapters: {chapters}{more}")
+    for book_id, found, titles in results:
+        print(f"[{book_id}]")
+        print(textwrap.indent(format_matches(found, titles), "  "))
     return 0
 
 

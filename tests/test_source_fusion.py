@@ -196,3 +196,58 @@ def test_failing_source_becomes_a_note_and_others_answer() -> None:
 
 def test_shared_pool_is_one_long_lived_pool() -> None:
     assert shared_pool(12) is shared_pool(12)
+
+
+def _searxng_server(body: dict, status: int = 200):
+    import json as _json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            data = _json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+def test_searxng_news_source_returns_cited_lines() -> None:
+    from nodes.backends.searxng import SearxngSource
+
+    rows = [
+        {"title": "Neon  lights", "url": "https://example.org/neon", "content": "Neon glows red."},
+        {"title": "x"},
+    ]
+    server, seen = _searxng_server({"results": rows})
+    try:
+        result = SearxngSource(f"http://127.0.0.1:{server.server_address[1]}", "news")("neon")
+    finally:
+        server.shutdown()
+    assert result.text == "Neon lights: Neon glows red."
+    assert result.citations[0].as_dict() == {
+        "source": "news",
+        "url": "https://example.org/neon",
+        "title": "Neon lights",
+    }
+    assert "format=json" in seen[0] and "categories=news" in seen[0]
+
+
+def test_searxng_without_json_format_is_a_one_line_error() -> None:
+    from nodes.backends.searxng import SearxngSource
+
+    server, _ = _searxng_server({}, status=403)
+    try:
+        with pytest.raises(FolioError, match="HTTP 403 \\(is the json format enabled"):
+            SearxngSource(f"http://127.0.0.1:{server.server_address[1]}", "web")("neon")
+    finally:
+        server.shutdown()
