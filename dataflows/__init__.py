@@ -1,6 +1,6 @@
 """Folio's assembly layer: config, drivers, the library directory, the Python API and the CLI.
 
-    from dataflows import ingest, search, books, ingest_driver, search_driver, load_config
+    from dataflows import ingest, search, books, ask, Session, ingest_driver, search_driver, ask_driver, load_config
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ _EXPORTS = {
     "search_driver": "dataflows.drivers",
     "build_driver": "dataflows.drivers",
     "evaluate_file": "dataflows.evaluation",
+    "ask": "dataflows.asking",
+    "ask_driver": "dataflows.asking",
+    "Session": "nodes.backends.tools",
 }
 
 __all__ = sorted(_EXPORTS)

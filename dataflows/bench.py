@@ -162,7 +162,7 @@ def book_bench(data_dir: Path, work: Path) -> dict[str, Any]:
 SECTIONS = (
     ("kiwix", "dataflows.kiwix_query", "kiwix_bench"),
     ("library_ingest", "dataflows.parallel", "library_bench"),
-    ("ask", "dataflows.ask", "ask_bench"),
+    ("ask", "dataflows.asking", "ask_bench"),
 )
 
 

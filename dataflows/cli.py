@@ -224,12 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_viz)
 
-    try:
-        from dataflows.kiwix_query import add_kiwix_parser
-    except ImportError:  # pragma: no cover - the Kiwix flow is optional at import time
-        pass
-    else:
-        add_kiwix_parser(sub)
+    from dataflows.asking import add_ask_parser
+    from dataflows.kiwix_query import add_kiwix_parser
+
+    add_ask_parser(sub)
+    add_kiwix_parser(sub)
     return parser
 
 

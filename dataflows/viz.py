@@ -1,6 +1,6 @@
 """``folio viz``: DAG diagrams (SVG, PNG) and their graph structure (JSON) for every config.
 
-For each ``configs/*.yaml`` and each DAG (ingest, search, and the Kiwix query DAG when present) it
+For each ``configs/*.yaml`` and each DAG (ingest, library, search, kiwix, ask) it
 writes ``viz/<config>.<dag>.svg|png`` and ``viz/<config>.<dag>.json`` (sorted nodes and edges). The
 JSON is what the tests compare with the code, so a committed diagram can never drift from the DAG.
 """
@@ -14,8 +14,10 @@ from typing import Any
 
 from hamilton import driver
 
+from dataflows.asking import ask_driver
 from dataflows.config import config_files, load_config
 from dataflows.drivers import ingest_driver, search_driver
+from dataflows.kiwix_query import kiwix_driver
 from dataflows.parallel import library_driver
 
 VIZ_DIR = Path(__file__).resolve().parent.parent / "viz"
@@ -24,12 +26,8 @@ VIZ_DIR = Path(__file__).resolve().parent.parent / "viz"
 def _dag_builders() -> dict[str, Callable[[dict[str, Any]], driver.Driver]]:
     builders: dict[str, Callable[[dict[str, Any]], driver.Driver]] = {"ingest": ingest_driver, "search": search_driver}
     builders["library"] = library_driver  # the library-ingest DAG (its executor variant follows `executor`)
-    try:
-        from dataflows.kiwix_query import kiwix_driver
-    except ImportError:
-        pass
-    else:
-        builders["kiwix"] = kiwix_driver
+    builders["kiwix"] = kiwix_driver
+    builders["ask"] = ask_driver
     return builders
 
 

@@ -18,6 +18,7 @@ aborts the books still in flight, though the library stays consistent.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Mapping
@@ -74,6 +75,8 @@ def _ingest_one(
     from dataflows.library import Library
     from nodes.backends.embedding_cache import EmbeddingCache
 
+    if not os.environ.get("FOLIO_DEBUG"):  # a failure comes back as one line, not Hamilton's traceback log
+        logging.getLogger("hamilton").setLevel(logging.CRITICAL)
     lib = Library(library_path)
     staging = lib.new_staging_dir(Path(path).stem)
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dataflows.ask import ask
+from dataflows.asking import ask
 from nodes.answering import NOT_FOUND, _cited, _extractive, _located, _not_found
 from nodes.types import Hit
 from tests.servers import Reply, ScriptedLLMServer
@@ -94,7 +94,7 @@ def test_llm_answer_without_markers_falls_back_to_extractive(fairytale_library: 
 
 
 def test_agent_calls_the_tools_and_cites_a_returned_chunk(fairytale_library: Path) -> None:
-    from dataflows.ask import _library
+    from dataflows.asking import _library
 
     _, stores, _ = _library(fairytale_library)
     potter = next(s for s in stores.values() if s.book_id.startswith("the-great-big-treasury"))

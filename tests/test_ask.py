@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dataflows.ask import add_ask_parser, ask, ask_config, ask_driver, run_ask_command
+from dataflows.asking import add_ask_parser, ask, ask_config, ask_driver, run_ask_command
 from dataflows.config import load_config
 from dataflows.library import Library
 from nodes.backends.tools import Session

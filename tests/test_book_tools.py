@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dataflows.ask import _library
+from dataflows.asking import _library
 from nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, extractive_summary
 from nodes.book_tools import SEMANTIC_UNAVAILABLE, _evidence, _plan, _question_kind, _scope
 from nodes.types import ConceptMatch, ConceptMatches

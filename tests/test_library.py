@@ -65,7 +65,8 @@ def test_failed_ingest_leaves_the_library_exactly_as_it_was(alice_copy, monkeypa
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(vectors, "_write_index", explode)
-    report = ingest([ALICE_EPUB, BOOKS / "txt/pg35_wells_the-time-machine.txt"], library=alice_copy)
+    books = [ALICE_EPUB, BOOKS / "txt/pg35_wells_the-time-machine.txt"]
+    report = ingest(books, library=alice_copy, config={"workers": 1})  # in-process, so the patch applies
     assert len(report.errors) == 2 and not report.ingested
     assert "disk on fire" in str(report.errors[0]) and "carroll_alice" in str(report.errors[0])
     assert _snapshot(alice_copy) == before

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dataflows.ask import _library, ask_config, ask_driver
+from dataflows.asking import _library, ask_config, ask_driver
 from nodes.backends.llm import OpenAIChatClient
 from nodes.backends.tools import BookTools, Session, ToolBudget
 from nodes.routing import _clauses, _decide, _resolve_ambiguous, _validated, routes__openai

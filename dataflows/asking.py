@@ -1,6 +1,6 @@
 """``folio ask``: the query DAG (router → book flow / other sources → fusion → grounded answer).
 
-    from dataflows.ask import ask
+    from dataflows.asking import ask
     answer = ask("Why does Ahab hunt the whale?", library="~/folio")
     print(answer.answer, answer.citations)
 
