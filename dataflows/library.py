@@ -3,7 +3,7 @@
 Layout (the library directory is the only state; delete it and nothing else remains)::
 
     LIBRARY/
-      catalog.duckdb            books, chapters, chunks (metadata only; rebuilt from books/*/book.json)
+      catalog.duckdb            books, chapters, chunks (metadata only; rebuilt from the book directories)
       books/<book_id>/          book.json, book.sqlite (chunks + FTS5), vectors.usearch, vectors.npy,
                                 concept_map.json
       staging/                  books being written; never read by queries
@@ -39,7 +39,22 @@ CREATE TABLE IF NOT EXISTS books(
     n_chapters INTEGER, n_chunks INTEGER, n_windows INTEGER, ingested_at TIMESTAMP DEFAULT current_timestamp);
 CREATE TABLE IF NOT EXISTS chapters(
     book_id VARCHAR, chapter_id VARCHAR, ord INTEGER, title VARCHAR, length INTEGER, n_chunks INTEGER);
+CREATE TABLE IF NOT EXISTS chunks(
+    book_id VARCHAR, chunk_id VARCHAR, chapter_id VARCHAR, ordinal INTEGER, start INTEGER, "end" INTEGER,
+    n_tokens INTEGER);
 """
+
+
+def _chunk_rows(directory: Path, book_id: str) -> list[list[object]]:
+    """Chunk metadata (no text) of one book directory, read from its SQLite store."""
+    import apsw
+
+    conn = apsw.Connection(str(directory / "book.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        sql = "SELECT chunk_id, chapter_id, ordinal, start, end, n_tokens FROM chunks ORDER BY ordinal"
+        return [[book_id, *row] for row in conn.execute(sql)]
+    finally:
+        conn.close()
 
 
 def default_library() -> Path:
@@ -151,8 +166,8 @@ class Library:
                 return
             con.execute("BEGIN TRANSACTION")
             for book_id in stale:
-                con.execute("DELETE FROM books WHERE book_id = ?", [book_id])
-                con.execute("DELETE FROM chapters WHERE book_id = ?", [book_id])
+                for table in ("books", "chapters", "chunks"):
+                    con.execute(f"DELETE FROM {table} WHERE book_id = ?", [book_id])
             for book_id in fresh:
                 b = books[book_id]
                 con.execute(
@@ -170,6 +185,7 @@ class Library:
                         for c in b["chapters"]
                     ],
                 )
+                con.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", _chunk_rows(self.books_dir / book_id, book_id))
             con.execute("COMMIT")
         finally:
             con.close()

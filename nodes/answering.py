@@ -57,22 +57,29 @@ def _citation(hit: Hit) -> Citation:
     return Citation("book", hit.book_id, hit.chapter_id, hit.chapter_title, hit.chunk_id, hit.start, hit.end)
 
 
-def _best_sentence(terms: frozenset[str], hit: Hit) -> str:
-    """The sentence of the chunk sharing most content words with the question (earliest on ties)."""
+def _best_sentence(terms: frozenset[str], hit: Hit) -> tuple[float, str]:
+    """The sentence of the chunk sharing most content words with the question (earliest on ties), and its coverage."""
     spans = sentence_spans(hit.text)
     if not spans:
-        return " ".join(hit.text.split())
-    best = max(range(len(spans)), key=lambda i: (coverage(terms, hit.text[spans[i][0] : spans[i][1]]), -i))
+        return coverage(terms, hit.text), " ".join(hit.text.split())
+    scores = [coverage(terms, hit.text[s:e]) for s, e in spans]
+    best = max(range(len(spans)), key=lambda i: (scores[i], -i))
     s, e = spans[best]
-    return " ".join(hit.text[s:e].split())
+    return scores[best], " ".join(hit.text[s:e].split())
 
 
 def _extractive(question: str, hits: Sequence[Hit], max_citations: int) -> tuple[str, tuple[Citation, ...]]:
-    """The best supporting sentence of each top chunk, each followed by its citation marker."""
+    """The best supporting sentence of each top chunk, best-covering sentence first, each with its marker.
+
+    Lines are ordered by how much of the question their sentence covers (retrieval rank breaks ties),
+    so the most direct support is read first; the cited chunks are the top retrieved ones either way.
+    """
     terms = stems(question)
+    picked = [(_best_sentence(terms, hit), rank, hit) for rank, hit in enumerate(hits[: max(1, int(max_citations))])]
+    picked.sort(key=lambda item: (-item[0][0], item[1]))
     lines, citations = [], []
-    for hit in hits[: max(1, int(max_citations))]:
-        lines.append(f"{_best_sentence(terms, hit)} [{len(citations) + 1}]")
+    for (_, sentence), _, hit in picked:
+        lines.append(f"{sentence} [{len(citations) + 1}]")
         citations.append(_citation(hit))
     return "\n".join(lines), tuple(citations)
 

@@ -37,21 +37,37 @@ def window_vectors(
     embedding_cache: EmbeddingCache,
     progress: Progress,
 ) -> np.ndarray:
-    """One normalised vector per window (row ``i`` = ``windows[i]``); cached windows are not re-encoded."""
+    """One normalised vector per window (row ``i`` = ``windows[i]``); cached windows are not re-encoded.
+
+    Progress is reported in chunks: each window counts as its share of its chunk.
+    """
     texts = [w.text for w in windows]
+    share = _chunk_shares(windows)
     cached = embedding_cache.get_many(encoder.model_id, texts, encoder.dimension)
     missing = [i for i, vec in enumerate(cached) if vec is None]
-    progress.add_total(len(windows))
-    progress.advance(len(windows) - len(missing))
+    progress.add_total(round(sum(share)))
+    progress.advance(sum(share[i] for i, vec in enumerate(cached) if vec is not None))
     out = np.zeros((len(windows), encoder.dimension), dtype=np.float32)
     for i, vec in enumerate(cached):
         if vec is not None:
             out[i] = vec
     if missing:
-        fresh = encoder.encode([texts[i] for i in missing], embedding_batch_size, progress.advance)
+        fresh = encoder.encode(
+            [texts[i] for i in missing],
+            embedding_batch_size,
+            lambda batch: progress.advance(sum(share[missing[j]] for j in batch)),
+        )
         out[missing] = fresh
         embedding_cache.set_many(encoder.model_id, [texts[i] for i in missing], fresh)
     return _readonly(out)
+
+
+def _chunk_shares(windows: tuple[Window, ...]) -> list[float]:
+    """Each window's share of its chunk (1 / windows in that chunk), for progress in chunks."""
+    per_chunk: dict[str, int] = {}
+    for w in windows:
+        per_chunk[w.chunk_id] = per_chunk.get(w.chunk_id, 0) + 1
+    return [1.0 / per_chunk[w.chunk_id] for w in windows]
 
 
 def _chunk_means(

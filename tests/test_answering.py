@@ -156,3 +156,13 @@ def test_failing_llm_still_answers_from_evidence(fairytale_library: Path, mode: 
         )
     assert answer.citations or answer.answer.startswith(NOT_FOUND)
     assert any("LLM" in n for n in answer.notes)
+
+
+def test_extractive_lines_put_the_best_covering_sentence_first() -> None:
+    hits = [
+        hit("c1", "One morning a little rabbit sat on a bank."),
+        hit("c2", "Don't go into Mr. McGregor's garden: your father had an accident there.", 900),
+    ]
+    text, citations = _extractive("Why not go into Mr. McGregor's garden?", hits, 3)
+    assert text.splitlines()[0] == "Don't go into Mr. McGregor's garden: your father had an accident there. [1]"
+    assert [c.chunk_id for c in citations] == ["c2", "c1"]

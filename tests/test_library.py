@@ -30,6 +30,7 @@ def _snapshot(path: Path) -> dict[str, str]:
     try:
         out["catalog.books"] = repr(con.execute("SELECT book_id, content_hash, n_chunks FROM books ORDER BY 1").fetchall())
         out["catalog.chapters"] = repr(con.execute("SELECT book_id, chapter_id, ord FROM chapters ORDER BY 1, 3").fetchall())
+        out["catalog.chunks"] = repr(con.execute("SELECT book_id, chunk_id, start, \"end\" FROM chunks ORDER BY 1, 2").fetchall())
     finally:
         con.close()
     return out
@@ -146,3 +147,15 @@ def test_two_writers_are_refused_clearly(alice_copy):
     lib = Library(alice_copy)
     with lib.writer(), pytest.raises(FolioError, match="another ingest"), Library(alice_copy).writer():
         pass
+
+
+def test_catalog_holds_books_chapters_and_chunk_metadata(alice_library):
+    lib = Library(alice_library)
+    (book,) = lib.descriptors()
+    con = duckdb.connect(str(alice_library / "catalog.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM chapters WHERE book_id = ?", [book["book_id"]]).fetchone()[0] == 10
+        rows = con.execute('SELECT chunk_id, start, "end" FROM chunks WHERE book_id = ? ORDER BY ordinal', [book["book_id"]]).fetchall()
+    finally:
+        con.close()
+    assert [(h.chunk_id, h.start, h.end) for h in lib.store(book["book_id"]).chunks_in()] == rows

@@ -78,11 +78,12 @@ class Encoder:
         self,
         texts: Sequence[str],
         batch_size: int = 32,
-        on_batch: Callable[[int], None] | None = None,
+        on_batch: Callable[[list[int]], None] | None = None,
     ) -> np.ndarray:
         """L2-normalised float32 vectors, one row per text, in input order.
 
-        Texts are encoded longest first in batches (less padding); ``on_batch(n)`` reports progress.
+        Texts are encoded longest first in batches (less padding); ``on_batch(indices)`` reports which
+        texts each finished batch held.
         """
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
@@ -99,7 +100,7 @@ class Encoder:
             )
             out[idx] = vecs.astype(np.float32, copy=False)
             if on_batch is not None:
-                on_batch(len(idx))
+                on_batch(idx)
         return out
 
     def encode_query(self, query: str) -> np.ndarray:

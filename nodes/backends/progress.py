@@ -25,7 +25,7 @@ NullProgress = Progress
 class BarProgress(Progress):
     """A thread-safe tqdm bar whose total grows as books announce their windows: shows done/total and ETA."""
 
-    def __init__(self, desc: str = "embedding", unit: str = "window") -> None:
+    def __init__(self, desc: str = "embedding", unit: str = "chunk") -> None:
         self._lock = threading.Lock()
         self._desc, self._unit = desc, unit
         self._bar = None  # drawn on first use, so a run that embeds nothing prints nothing
@@ -34,16 +34,23 @@ class BarProgress(Progress):
         if self._bar is None:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=0, desc=self._desc, unit=self._unit, file=sys.stderr, dynamic_ncols=True)
+            self._bar = tqdm(
+                total=0,
+                desc=self._desc,
+                unit=self._unit,
+                file=sys.stderr,
+                dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} {unit}s [{elapsed}<{remaining}]",
+            )
         return self._bar
 
-    def add_total(self, n: int) -> None:
+    def add_total(self, n: float) -> None:
         with self._lock:
             bar = self._ensure()
             bar.total += n
             bar.refresh()
 
-    def advance(self, n: int) -> None:
+    def advance(self, n: float) -> None:
         with self._lock:
             self._ensure().update(n)
 
