@@ -8,7 +8,8 @@ whole. Each clause is routed on its own.
 Deterministic router (``llm: none``, and the fallback of the LLM router). Per book it measures:
 title or author named in the clause (signal 1.0); a concept-map entity named in it, every content word
 of one alias present (0.8); else lexical evidence, the share of the clause's content words (light stems)
-found in the book's best bm25 chunk. The route follows the best book's signal: ``BOOK`` at 0.6 or more,
+found in the book's best bm25 chunk, capped at 0.5 for a definitional question ("what is X", "tell me
+about X") so that common words turning up in a chapter do not pull general knowledge into a book. The route follows the best book's signal: ``BOOK`` at 0.6 or more,
 ``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books are those within 0.75 of the best signal,
 best first, so a clause naming no book still reaches the right one and a clause spanning two books
 searches both.
@@ -35,6 +36,7 @@ from hamilton.function_modifiers import cache, config
 
 from nodes.backends.llm import LLMError
 from nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, stem, stems
+from nodes.scoring import _is_definitional
 from nodes.text import STOPWORDS, words
 from nodes.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
 
@@ -44,6 +46,7 @@ BOOK_SHARE = 0.75
 STRONG_CONCEPT_SCORE = 0.25
 TITLE_SIGNAL = 1.0
 ENTITY_SIGNAL = 0.8
+DEFINITIONAL_CAP = 0.5  # lexical evidence alone never makes a definitional question BOOK
 
 _OPENERS = frozenset(
     [
@@ -169,6 +172,10 @@ def _book_signal(
     if named:
         return ENTITY_SIGNAL, f"names {', '.join(named[:3])} ({book.title})"
     share = coverage(stems(clause), top_chunk_text)
+    if _is_definitional(clause) and share >= BOOK_MIN_SIGNAL:
+        # "What is a noble gas?" naming no book, author or entity is general knowledge: its words turning
+        # up in some chapter is not enough for BOOK, so the concept map decides (AMBIGUOUS).
+        return DEFINITIONAL_CAP, f"{share:.0%} of the words in {book.title!r}, but a definitional question"
     return round(share, 4), f"{share:.0%} of the words in {book.title!r}"
 
 

@@ -161,3 +161,15 @@ def test_server_error_falls_back_to_the_deterministic_router(fairytale_library: 
     assert (
         decision.route == "BOOK" and "LLM router failed" in decision.reason and "HTTP 500" in decision.reason
     )
+
+
+def test_definitional_question_is_not_book_on_common_words_alone() -> None:
+    from nodes.routing import BOOK_MIN_SIGNAL, _book_signal
+    from nodes.types import BookInfo
+
+    book = BookInfo("sherlock", "The Adventures of Sherlock Holmes", "Arthur Conan Doyle")
+    chunk = "Our gas was lit; the noble lord had a smear of ink upon his finger."
+    signal, why = _book_signal(book, "What is a noble gas?", None, chunk)
+    assert signal < BOOK_MIN_SIGNAL and "definitional" in why
+    plain, _ = _book_signal(book, "Why was the gas lit for the noble lord?", None, chunk)
+    assert plain >= BOOK_MIN_SIGNAL  # the same words in a non-definitional question still count
