@@ -83,7 +83,7 @@ def ingest(
     report = IngestReport()
     files = book_files(paths)
     if not files:
-        return report
+        raise FolioError(", ".join(str(p) for p in paths), f"no book files ({', '.join(BOOK_SUFFIXES)}) found")
     with lib.writer():
         results = ingest_books(files, lib, cfg, progress or NullProgress(), cache=cache)
     for result in results:

@@ -33,3 +33,11 @@ def test_search_on_an_empty_library_is_one_line(tmp_path):
     out = _folio("search", "whale", "--library", str(tmp_path / "empty"))
     assert out.returncode == 1
     assert out.stderr.strip().count("\n") == 0 and "no books yet" in out.stderr
+
+
+def test_ingesting_a_folder_without_books_says_so(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "picture.png").write_bytes(b"\x89PNG")
+    out = _folio("ingest", str(tmp_path / "notes"), "--library", str(tmp_path / "lib"))
+    assert out.returncode == 1
+    assert "no book files" in out.stderr and str(tmp_path / "notes") in out.stderr
