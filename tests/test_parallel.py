@@ -157,7 +157,7 @@ def test_process_pool_ingests_a_folder_of_books_and_a_bad_book_fails_alone(tmp_p
     report = ingest([ALICE_EPUB, bad, ALICE_TXT], library=library, config={"executor": "local", "workers": 2})
     _assert_two_alices_and_one_error(report, library, bad)
     ids = {b["source_file"]: b["book_id"] for b in Library(library).books()}
-    assert [s.book_id for s in report.ingested] == [ids[str(ALICE_EPUB)], ids[str(ALICE_TXT)]]  # input order
+    assert [s.book_id for s in report.ingested] == [ids[str(ALICE_EPUB.resolve())], ids[str(ALICE_TXT.resolve())]]  # input order
     metadata = stores(library)[0]  # both workers wrote node-cache entries
     nodes = {row[0] for row in metadata.connection.execute("SELECT DISTINCT node_name FROM cache_metadata")}
     assert {"chunks", "window_vectors", "concept_map"} <= nodes
