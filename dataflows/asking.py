@@ -31,6 +31,7 @@ os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 
 from hamilton import driver
 
+from dataflows.bench import latency_summary
 from dataflows.config import load_config
 from dataflows.drivers import build_driver
 from dataflows.library import Library
@@ -257,15 +258,6 @@ def run_ask_command(args: argparse.Namespace) -> int:
 # --- bench ----------------------------------------------------------------------------------------------
 
 
-def _percentiles(values: Sequence[float]) -> dict[str, float]:
-    import numpy as np
-
-    return {
-        "p50_ms": round(float(np.percentile(values, 50)), 2),
-        "p95_ms": round(float(np.percentile(values, 95)), 2),
-    }
-
-
 def fusion_overhead(delays: Sequence[float] = (0.02, 0.05, 0.1), runs: int = 20) -> dict[str, float]:
     """Wall time of fusing sources that sleep ``delays`` seconds, minus the slowest delay (ms)."""
     from nodes.backends.tools import PendingJobs, shared_pool
@@ -287,7 +279,7 @@ def fusion_overhead(delays: Sequence[float] = (0.02, 0.05, 0.1), runs: int = 20)
         done, _ = pending.collect(5.0)
         fusion._fuse_results([r for _, _, r in done], fusion.KNOWN_SOURCES, 1500)
         overheads.append((time.perf_counter() - t0 - max(delays)) * 1000)
-    return _percentiles(overheads)
+    return latency_summary(overheads)
 
 
 def ask_bench(data_dir: str | os.PathLike[str], library: str | Path | None = None) -> dict[str, Any]:
@@ -321,7 +313,7 @@ def ask_bench(data_dir: str | os.PathLike[str], library: str | Path | None = Non
             latencies.append((time.perf_counter() - t0) * 1000)
         return {
             "questions": len(questions),
-            "ask_warm_no_llm": _percentiles(latencies),
+            "ask_warm_no_llm": latency_summary(latencies),
             "fusion_overhead_over_slowest_source": fusion_overhead(),
         }
     finally:

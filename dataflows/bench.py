@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,12 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _percentiles(values: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(float(np.percentile(values, 50)), 2), "p95_ms": round(float(np.percentile(values, 95)), 2)}
+def latency_summary(values_ms: Sequence[float], digits: int = 2) -> dict[str, float]:
+    """p50 and p95 of latencies in milliseconds (linear interpolation), shared by every bench section."""
+    return {
+        "p50_ms": round(float(np.percentile(values_ms, 50)), digits),
+        "p95_ms": round(float(np.percentile(values_ms, 95)), digits),
+    }
 
 
 def _queries(lib: Any, book_id: str, n: int = 100, seed: int = 7) -> list[str]:
@@ -132,7 +137,7 @@ def book_bench(data_dir: Path, work: Path) -> dict[str, Any]:
             t0 = time.perf_counter()
             search(q, library=lib, mode=mode, k=10)
             times.append((time.perf_counter() - t0) * 1000)
-        latency[mode] = _percentiles(times)
+        latency[mode] = latency_summary(times)
 
     return {
         "book": book.name,

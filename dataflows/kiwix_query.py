@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 from hamilton import driver
 
+from dataflows.bench import latency_summary
 from dataflows.config import load_config
 from nodes import disambiguation, fusion, kiwix, scoring
 from nodes.types import FolioError, KiwixContext, ScoredCandidate
@@ -345,15 +346,6 @@ def accuracy_table(
     }
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (0..1) of ``values`` by linear interpolation."""
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
 def query_latency(
     backend: Any, config: Mapping[str, Any], questions: Sequence[str], cache_dir: str | None = None
 ) -> dict[str, float]:
@@ -366,8 +358,7 @@ def query_latency(
         times.append((time.perf_counter() - start) * 1000)
     return {
         "queries": len(times),
-        "p50_ms": round(_percentile(times, 0.50), 1),
-        "p95_ms": round(_percentile(times, 0.95), 1),
+        **latency_summary(times, digits=1),
         "mean_ms": round(sum(times) / max(1, len(times)), 1),
     }
 

@@ -18,6 +18,7 @@ Limitations: bm25 scores of different books are merged as they are (per-book IDF
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from hamilton.function_modifiers import cache, config
@@ -56,7 +57,7 @@ def _fuse_convex(lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float,
         fused.append((score, ls, ss, hit))
     fused.sort(key=lambda t: (-t[0], -t[1], -t[2], t[3].book_id, t[3].start))
     return tuple(
-        Hit(**{**h.__dict__, "score": s, "signals": (("lexical", ls), ("semantic", ss))})
+        replace(h, score=s, signals=(("lexical", ls), ("semantic", ss)))
         for s, ls, ss, h in fused[:k]
     )
 
@@ -73,7 +74,7 @@ def _fuse_rrf(
             scores[key] = scores.get(key, 0.0) + w / (rrf_k + rank + 1)
             by_key.setdefault(key, h)
     order = sorted(scores, key=lambda key: (-scores[key], by_key[key].book_id, by_key[key].start))
-    return tuple(Hit(**{**by_key[key].__dict__, "score": scores[key]}) for key in order[:k])
+    return tuple(replace(by_key[key], score=scores[key]) for key in order[:k])
 
 
 @cache(behavior="recompute")

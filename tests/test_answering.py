@@ -110,17 +110,17 @@ def test_agent_calls_the_tools_and_cites_a_returned_chunk(fairytale_library: Pat
         answer = ask(
             "Who made camomile tea when Peter was put to bed?",
             library=fairytale_library,
-            config={
-                "llm": "openai",
-                "answer_mode": "agent",
-                "llm_base_url": server.url,
-                "llm_max_retries": 0,
-            },
+            config=_agent_config(server.url),
         )
         tool_message = server.requests[2]["messages"][-1]
     assert answer.answer == "Camomile tea [1]." and answer.citations[0].chunk_id == target.chunk_id
     assert tool_message["role"] == "tool" and location in tool_message["content"]
     assert answer.tool_calls == 4  # router, the agent's two LLM turns, one text_search
+
+
+def _agent_config(url: str) -> dict[str, object]:
+    """Agent mode against the scripted server, no retries (each scripted reply is used once)."""
+    return {"llm": "openai", "answer_mode": "agent", "llm_base_url": url, "llm_max_retries": 0}
 
 
 def test_agent_ninth_call_is_refused_and_the_answer_stays_grounded(fairytale_library: Path) -> None:
@@ -134,12 +134,7 @@ def test_agent_ninth_call_is_refused_and_the_answer_stays_grounded(fairytale_lib
         answer = ask(
             "Who made camomile tea when Peter was put to bed?",
             library=fairytale_library,
-            config={
-                "llm": "openai",
-                "answer_mode": "agent",
-                "llm_base_url": server.url,
-                "llm_max_retries": 0,
-            },
+            config=_agent_config(server.url),
         )
     assert answer.tool_calls == 8
     assert any("refused" in n for n in answer.notes)
