@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench viz clean
+.PHONY: setup demo test lint bench viz experiment clean
 
 $(BIN)/.installed: pyproject.toml
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -51,6 +51,11 @@ bench: setup
 
 viz: setup
 	$(BIN)/folio viz
+
+# The README's experiment (paths in the file are relative to it: ../shared/data beside the repo).
+experiment: setup
+	$(BIN)/folio experiment configs/experiments/fairytaleqa-chunking.yaml --library $(LIBRARY) \
+	  --plot viz/experiments/fairytaleqa-chunking.png
 
 clean:
 	rm -rf $(VENV) $(LIBRARY) .pytest_cache .ruff_cache

@@ -1,6 +1,7 @@
 """Folio's assembly layer: config, drivers, the library directory, the Python API and the CLI.
 
     from dataflows import ingest, search, books, ask, Session, ingest_driver, search_driver, ask_driver, load_config
+    from dataflows import evaluate, eval_driver, run_experiment, load_experiment
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ _EXPORTS = {
     "search_driver": "dataflows.drivers",
     "build_driver": "dataflows.drivers",
     "evaluate_file": "dataflows.evaluation",
+    "evaluate": "dataflows.evaluation",
+    "eval_driver": "dataflows.evaluation",
+    "run_experiment": "dataflows.experiments",
+    "load_experiment": "dataflows.experiments",
     "ask": "dataflows.asking",
     "ask_driver": "dataflows.asking",
     "Session": "nodes.backends.tools",

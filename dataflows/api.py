@@ -23,6 +23,7 @@ from nodes.backends.progress import NullProgress, Progress
 from nodes.types import FolioError, Hit, StagedBook
 
 BOOK_SUFFIXES = (".epub", ".txt", ".text", ".md")
+SEARCH_MODES = ("lexical", "semantic", "hybrid", "bm25s", "dense_exact")  # the last two are baselines
 
 
 @dataclass
@@ -107,8 +108,8 @@ def search(
     lib = _library(library)
     overrides: dict[str, Any] = {}
     if mode:
-        if mode not in ("lexical", "semantic", "hybrid"):
-            raise FolioError("--mode", f"unknown search mode {mode!r}: use lexical, semantic or hybrid")
+        if mode not in SEARCH_MODES:
+            raise FolioError("--mode", f"unknown search mode {mode!r}: use {', '.join(SEARCH_MODES)}")
         overrides["search_mode"] = mode
     if k is not None:
         overrides["search_k"] = int(k)

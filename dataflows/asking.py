@@ -94,7 +94,7 @@ def _library(library: str | Path | Library | None) -> tuple[Library, dict, dict]
         return _LIBRARIES[key]
 
 
-def _encoder(cfg: Mapping[str, Any]) -> tuple[Any, str | None]:
+def query_encoder(cfg: Mapping[str, Any]) -> tuple[Any, str | None]:
     """The query encoder (loaded once), or None and why (lexical-only then)."""
     if cfg.get("search_mode") == "lexical":
         return None, "search_mode is lexical"
@@ -111,7 +111,8 @@ def _encoder(cfg: Mapping[str, Any]) -> tuple[Any, str | None]:
     return (None, f"{type(value).__name__}: {value}") if isinstance(value, Exception) else (value, None)
 
 
-def _kiwix_result(result: Any, clause: str) -> SourceResult:
+def kiwix_source_result(result: Any, clause: str) -> SourceResult:
+    """A Kiwix query result as a fusion source: its context text, labelled, with one citation per section."""
     paths = {s.candidate.url: s.candidate.path for s in result.candidates}
     citations = tuple(
         Citation(
@@ -137,7 +138,7 @@ def external_sources(cfg: Mapping[str, Any]) -> dict[str, Callable[[str], Source
         kiwix_dr = build_kiwix_driver(kiwix_config(cfg))
 
         def kiwix_source(clause: str) -> SourceResult:
-            return _kiwix_result(run_kiwix_driver(kiwix_dr, clause), clause)
+            return kiwix_source_result(run_kiwix_driver(kiwix_dr, clause), clause)
 
         out["kiwix"] = kiwix_source
     if cfg.get("searxng_url"):
@@ -183,7 +184,7 @@ def ask(
             str(Library(library).path if not isinstance(library, Library) else library.path),
             "nothing to ask: the library has no books (folio ingest PATH) and no other source is configured",
         )
-    encoder, why = _encoder(cfg)
+    encoder, why = query_encoder(cfg)
     inputs = {
         "question": question,
         "book_stores": stores,

@@ -19,6 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from dataflows.api import SEARCH_MODES
 from nodes.types import FolioError
 
 
@@ -88,7 +89,14 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from dataflows.evaluation import evaluate_file
 
-    result = evaluate_file(args.qa_file, library=args.library, mode=args.mode, k=args.k, config=args.config)
+    result = evaluate_file(
+        args.qa_file,
+        library=args.library,
+        mode=args.mode,
+        k=args.k,
+        config=args.config,
+        answers=False if args.no_answers else None,
+    )
     summary = {key: value for key, value in result.items() if key != "details"}
     if args.details:
         summary["details"] = result["details"]
@@ -97,7 +105,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _table(summary: dict) -> str:
-    return "\n".join(f"{key:>10}  {value}" for key, value in summary.items())
+    width = max((len(key) for key in summary), default=0)
+    return "\n".join(f"{key:>{width}}  {value}" for key, value in summary.items())
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -190,18 +199,21 @@ def build_parser() -> argparse.ArgumentParser:
     library_opt(p)
     p.add_argument("--book", default=None, help="book id (or unique prefix, or source file name)")
     p.add_argument("--chapter", action="append", default=None, help="chapter id (repeatable)")
-    p.add_argument("--mode", choices=["lexical", "semantic", "hybrid"], default=None)
+    p.add_argument("--mode", choices=list(SEARCH_MODES), default=None)
     p.add_argument("-k", type=int, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("eval", help="retrieval metrics for a question file (FairytaleQA CSV or JSONL)")
+    p = sub.add_parser(
+        "eval", help="retrieval and answer metrics for a question file (FairytaleQA CSV, book or Kiwix JSONL)"
+    )
     p.add_argument("qa_file")
     library_opt(p)
-    p.add_argument("--mode", choices=["lexical", "semantic", "hybrid"], default=None)
+    p.add_argument("--mode", choices=list(SEARCH_MODES), default=None)
     p.add_argument("-k", type=int, default=10)
     p.add_argument("--json", action="store_true")
     p.add_argument("--details", action="store_true", help="per-question rows")
+    p.add_argument("--no-answers", action="store_true", help="retrieval metrics only (skip answering)")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("cache", help="show or clear the library's node and embedding cache")
@@ -225,10 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_viz)
 
     from dataflows.asking import add_ask_parser
+    from dataflows.experiments import add_experiment_parser
     from dataflows.kiwix_query import add_kiwix_parser
 
     add_ask_parser(sub)
     add_kiwix_parser(sub)
+    add_experiment_parser(sub)
     return parser
 
 

@@ -1,8 +1,26 @@
-"""``folio eval``: the evaluation DAG (``nodes.evaluation``) run over a library with a search config."""
+"""The evaluation dataflow: the evaluation DAG (``nodes.evaluation``) run over a library with one config.
+
+    from dataflows.evaluation import evaluate
+    run = evaluate("questions.csv", library="~/folio", config={"search_mode": "lexical"})
+    run.metrics["hit@5"], run.records[0].rank
+
+``evaluate`` builds the DAG's inputs from the config: the search DAG (``dataflows.drivers``) as the
+book ``searcher``; the Kiwix query DAG (``dataflows.kiwix_query``, one archive set or kiwix-serve per
+run, opened only when a Kiwix question comes) as the ``kiwix_searcher``; the query DAG
+(``dataflows.asking``) scoped to the question's book, or to Kiwix alone, as the ``answerer``; and a
+resolver of citations to their text (``evidence_text``). ``folio eval`` and ``folio experiment``
+(``dataflows.experiments``) are fronts of it; ``evaluate_file`` keeps the older dict-returning call.
+
+Limitations: Kiwix questions need ``zim_paths`` (libzim) or ``kiwix_url`` (http) in the config; the
+disambiguation cache of a run lives in a temporary folder, so runs never reuse each other's choices.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +29,188 @@ from dataflows.drivers import build_driver, search_driver
 from dataflows.library import Library
 from nodes import evaluation
 from nodes.backends.book_store import BookStore
-from nodes.types import FolioError, Hit
+from nodes.backends.tools import Session
+from nodes.types import Answer, Citation, ConceptMap, FolioError, Hit
+
+OUTPUTS = ["eval_metrics", "eval_records"]
+
+
+def eval_driver(config: Mapping[str, Any]) -> Any:
+    """The evaluation DAG for ``config`` (``eval_answers`` picks the answer-check variant)."""
+    return build_driver((evaluation,), config)
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """One question file evaluated with one config."""
+
+    qa_file: str
+    metrics: dict[str, Any]
+    records: tuple[evaluation.EvalRecord, ...]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Per-question rows (the shape ``dataflows.experiment_store`` saves)."""
+        import json
+
+        out = []
+        for r in self.records:
+            c = r.check
+            out.append(
+                {
+                    "question_file": Path(self.qa_file).name,
+                    "qid": r.qid,
+                    "question": r.question,
+                    "located": r.located,
+                    "rank": r.rank,
+                    "latency_ms": r.latency_ms,
+                    "answer": c.answer if c else None,
+                    "contained": c.contained if c else None,
+                    "grounded": c.grounded if c else None,
+                    "unsupported": c.unsupported if c else None,
+                    "tool_calls": c.tool_calls if c else None,
+                    "answer_latency_ms": c.latency_ms if c else None,
+                    "cited": json.dumps(list(c.cited)) if c else None,
+                }
+            )
+        return out
 
 
 def stores_by_file(lib: Library) -> dict[str, BookStore]:
     """Ingested books keyed by their source file name (how question files name their book)."""
     return {Path(b["source_file"]).name: lib.store(b["book_id"]) for b in lib.descriptors()}
+
+
+def _concept_map(store: BookStore) -> ConceptMap | None:
+    path = Path(store.directory) / "concept_map.json"
+    return ConceptMap.from_json(path.read_bytes()) if path.exists() else None
+
+
+class _Kiwix:
+    """The Kiwix side of one run: the query driver and one open backend, made on first use."""
+
+    def __init__(self, cfg: Mapping[str, Any], cache_dir: str) -> None:
+        self.cfg = cfg
+        self.cache_dir = cache_dir
+        self.driver: Any = None
+        self.backend: Any = None
+        self.last: dict[str, Any] = {}
+
+    def _open(self) -> None:
+        if self.driver is not None:
+            return
+        from dataflows.kiwix_query import build_kiwix_driver, kiwix_config
+
+        cfg = kiwix_config(self.cfg)
+        self.driver = build_kiwix_driver(cfg)
+        if cfg.get("kiwix") == "libzim":
+            from nodes.backends.zim import ZimBackend
+
+            self.backend = ZimBackend([str(p) for p in cfg["zim_paths"]])
+        else:
+            from nodes.backends.kiwix_http import KiwixHttpBackend
+
+            self.backend = KiwixHttpBackend(str(cfg["kiwix_url"]), float(cfg.get("kiwix_timeout_seconds") or 10))
+
+    def result(self, question: str) -> Any:
+        from dataflows.kiwix_query import run_kiwix_driver
+
+        self._open()
+        if question not in self.last:  # the searcher and the answerer ask the same question in turn
+            self.last = {question: run_kiwix_driver(self.driver, question, self.cache_dir, backend=self.backend)}
+        return self.last[question]
+
+    def ranked(self, question: str) -> list[tuple[str, str]]:
+        return [(s.candidate.book, s.candidate.path) for s in self.result(question).candidates]
+
+    def article_text(self, book: str, path: str) -> str | None:
+        self._open()
+        try:
+            return self.backend.article(book, path).text
+        except FolioError:
+            return None
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+
+
+@contextlib.contextmanager
+def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str, Any]]:
+    """The evaluation DAG's inputs for ``cfg`` over ``lib`` (Kiwix opened lazily, closed on exit)."""
+    from dataflows.asking import ask_driver, kiwix_source_result, query_encoder
+
+    stores = stores_by_file(lib)
+    by_id = {s.book_id: s for s in stores.values()}
+    maps = {s.book_id: _concept_map(s) for s in stores.values()}
+    searcher_driver = search_driver(cfg)
+    with tempfile.TemporaryDirectory(prefix="folio-eval-") as tmp:
+        kiwix = _Kiwix(cfg, tmp)
+
+        def searcher(question: str, store: BookStore) -> Sequence[Hit]:
+            out = searcher_driver.execute(
+                ["search_results"], inputs={"query": question, "book_stores": (store,), "chapter_ids": None}
+            )
+            return out["search_results"]
+
+        def answerer(item: evaluation.QAItem, store: BookStore | None) -> Answer:
+            if store is not None:
+                encoder, _ = query_encoder(cfg)
+                book_stores, concept_maps, external = {store.book_id: store}, {store.book_id: maps[store.book_id]}, {}
+            else:
+                encoder, book_stores, concept_maps = None, {}, {}
+                external = {"kiwix": lambda clause: kiwix_source_result(kiwix.result(clause), clause)}
+            inputs = {
+                "question": item.question,
+                "book_stores": book_stores,
+                "concept_maps": concept_maps,
+                "encoder": encoder,
+                "session": Session(),
+                "external_sources": external,
+            }
+            return ask_driver(cfg).execute(["answer"], inputs=inputs)["answer"]
+
+        def evidence_text(c: Citation) -> str | None:
+            if c.kind == "kiwix":
+                return kiwix.article_text(c.zim, c.path)
+            store = by_id.get(c.book_id)
+            if c.kind != "book" or store is None:
+                return None
+            try:
+                chunk = store.chunk(c.chunk_id)
+                text = store.chapter_text(c.chapter_id)[c.start : c.end]
+            except FolioError:
+                return None
+            same = (chunk.chapter_id, chunk.start, chunk.end) == (c.chapter_id, c.start, c.end)
+            return text if same and text == chunk.text else None
+
+        try:
+            yield {
+                "stores_by_file": stores,
+                "searcher": searcher,
+                "kiwix_searcher": kiwix.ranked,
+                "answerer": answerer,
+                "evidence_text": evidence_text,
+            }
+        finally:
+            kiwix.close()
+
+
+def evaluate(
+    qa_file: str | Path,
+    library: str | Path | Library | None = None,
+    config: str | Path | Mapping[str, Any] | None = None,
+) -> EvalRun:
+    """Run the evaluation DAG for one question file against a library with one config."""
+    lib = _library(library)
+    cfg = _config(config, {})
+    cfg["search_k"] = max(int(cfg.get("search_k") or 10), 10)
+    items = evaluation.qa_items(str(qa_file))
+    if any(i.kind == "book" for i in items) and not lib.descriptors():
+        raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
+    dr = eval_driver(cfg)
+    with evaluation_inputs(cfg, lib) as inputs:
+        result = dr.execute(OUTPUTS, inputs={"qa_file": str(qa_file), **inputs})
+    return EvalRun(str(qa_file), dict(result["eval_metrics"]), result["eval_records"])
 
 
 def evaluate_file(
@@ -25,32 +219,18 @@ def evaluate_file(
     mode: str | None = None,
     k: int = 10,
     config: str | Path | Mapping[str, Any] | None = None,
+    answers: bool | None = None,
 ) -> dict[str, Any]:
-    """Metrics and per-question details for a question file against an ingested library."""
-    lib = _library(library)
+    """Metrics and per-question details for a question file (``folio eval``)."""
     overrides: dict[str, Any] = {"search_k": max(int(k), 10)}
     if mode:
         overrides["search_mode"] = mode
+    if answers is not None:
+        overrides["eval_answers"] = bool(answers)
     cfg = _config(config, overrides)
-    searcher_driver = search_driver(cfg)
-    stores = stores_by_file(lib)
-    if not stores:
-        raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
-
-    def searcher(question: str, store: BookStore) -> Sequence[Hit]:
-        out = searcher_driver.execute(
-            ["search_results"], inputs={"query": question, "book_stores": (store,), "chapter_ids": None}
-        )
-        return out["search_results"]
-
-    dr = build_driver((evaluation,), cfg)
-    result = dr.execute(
-        ["eval_metrics", "eval_records"],
-        inputs={"qa_file": str(qa_file), "stores_by_file": stores, "searcher": searcher},
-    )
-    metrics = dict(result["eval_metrics"])
+    run = evaluate(qa_file, library, cfg)
+    metrics: dict[str, Any] = dict(run.metrics)
     metrics["details"] = [
-        {"qid": r.qid, "question": r.question, "located": r.located, "rank": r.rank, "latency_ms": r.latency_ms}
-        for r in result["eval_records"]
+        {k: v for k, v in row.items() if k != "question_file"} for row in run.rows()
     ]
     return metrics

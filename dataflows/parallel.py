@@ -87,16 +87,19 @@ class BookInstaller(lifecycle.TaskReturnHook):
         self.library = library
         self.progress = progress
         self.results: dict[str, StagedBook | FolioError] = {}
+        self.cache_nodes: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # travels inside every task to the workers, where it never runs
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.library, self.progress, self.results = None, None, {}  # type: ignore[assignment]
+        self.cache_nodes = {}
 
     def install(self, outcome: BookOutcome) -> None:
         """Install one outcome (or record its error); an install failure fails that book alone."""
         result: StagedBook | FolioError
+        self.cache_nodes[outcome.source_file] = (outcome.cache_executed, outcome.cache_from_cache)
         if outcome.staged is None:
             result = outcome.error  # type: ignore[assignment]
         else:
@@ -290,8 +293,15 @@ def ingest_books(
     config: Mapping[str, Any],
     progress: Progress,
     cache: bool = True,
+    cache_library: Library | None = None,
+    cache_report: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
 ) -> list[StagedBook | FolioError]:
-    """Ingest ``files`` in parallel (caller holds ``library.writer()``); one result per file, in order."""
+    """Ingest ``files`` in parallel (caller holds ``library.writer()``); one result per file, in order.
+
+    ``cache_library`` (default: ``library``) owns the node and embedding caches the books use;
+    ``cache_report``, when given, receives ``source file -> (nodes executed, nodes from the cache)``.
+    """
+    cache_owner = cache_library or library
     sources = tuple(str(f) for f in files)
     if not sources:
         return []
@@ -300,7 +310,7 @@ def ingest_books(
         BookProgress(len(sources)) if isinstance(progress, BarProgress) and not in_process else progress
     )
     if cache and not config.get("dask_scheduler"):
-        shared_metadata_store(library.path)
+        shared_metadata_store(cache_owner.path)
     installer = BookInstaller(library, bar)
     dr = library_driver(config, len(sources), installer)
     try:
@@ -309,6 +319,7 @@ def ingest_books(
             inputs={
                 "source_files": sources,
                 "library_path": str(library.path),
+                "cache_library": str(cache_owner.path),
                 "ingest_config": dict(config),
                 "cache_enabled": cache,
                 "progress": progress if in_process else Progress(),
@@ -321,6 +332,8 @@ def ingest_books(
     finally:
         if bar is not progress:
             bar.close()
+    if cache_report is not None:
+        cache_report.update(installer.cache_nodes)
     return [installer.results[path] for path in sources]
 
 

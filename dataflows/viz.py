@@ -1,6 +1,6 @@
 """``folio viz``: DAG diagrams (SVG, PNG) and their graph structure (JSON) for every config.
 
-For each ``configs/*.yaml`` and each DAG (ingest, library, search, kiwix, ask) it
+For each ``configs/*.yaml`` and each DAG (ingest, library, search, kiwix, ask, eval) it
 writes ``viz/<config>.<dag>.svg|png`` and ``viz/<config>.<dag>.json`` (sorted nodes and edges). The
 JSON is what the tests compare with the code, so a committed diagram can never drift from the DAG.
 """
@@ -17,6 +17,7 @@ from hamilton import driver
 from dataflows.asking import ask_driver
 from dataflows.config import config_files, load_config
 from dataflows.drivers import ingest_driver, search_driver
+from dataflows.evaluation import eval_driver
 from dataflows.kiwix_query import kiwix_driver
 from dataflows.parallel import library_driver
 
@@ -28,6 +29,7 @@ def _dag_builders() -> dict[str, Callable[[dict[str, Any]], driver.Driver]]:
     builders["library"] = library_driver  # the library-ingest DAG (its executor variant follows `executor`)
     builders["kiwix"] = kiwix_driver
     builders["ask"] = ask_driver
+    builders["eval"] = eval_driver
     return builders
 
 

@@ -8,7 +8,9 @@ pool or a Dask cluster. The swap into the library happens in the driver's proces
 back (``dataflows.parallel.BookInstaller``), never here.
 
 Config keys: ``executor`` (variant key: ``local`` | ``dask``) selects ``worker_threads``; ``workers``
-(pool size, null = the cores) and ``dask_scheduler`` size it. The whole ingest config is an input
+(pool size, null = the cores) and ``dask_scheduler`` size it. ``cache_library`` names the library whose
+node and embedding caches the books use (the target library, or the main library when an experiment
+builds a variant library). The whole ingest config is an input
 (``ingest_config``) because each book builds the per-book driver from it.
 
 Limitations: workers write into ``LIBRARY/staging`` and the library's caches, so a remote Dask
@@ -68,9 +70,18 @@ def _failure(path: str, exc: BaseException) -> BookOutcome:
 
 
 def _ingest_one(
-    path: str, library_path: str, ingest_config: Mapping[str, Any], cache_enabled: bool, progress: Progress
+    path: str,
+    library_path: str,
+    ingest_config: Mapping[str, Any],
+    cache_enabled: bool,
+    progress: Progress,
+    cache_library: str = "",
 ) -> BookOutcome:
-    """Run the per-book ingest DAG into a fresh staging directory; every failure is returned, not raised."""
+    """Run the per-book ingest DAG into a fresh staging directory; every failure is returned, not raised.
+
+    ``cache_library`` is the library whose caches the run uses (default: the target library itself).
+    """
+    from dataflows.caching import last_run
     from dataflows.drivers import ingest_driver
     from dataflows.library import Library
     from nodes.backends.embedding_cache import EmbeddingCache
@@ -80,8 +91,9 @@ def _ingest_one(
     lib = Library(library_path)
     staging = lib.new_staging_dir(Path(path).stem)
     try:
-        dr = ingest_driver(dict(ingest_config), cache_library=lib.path if cache_enabled else None)
-        window_cache = EmbeddingCache(lib.cache_dir / "embeddings")
+        cache_lib = Library(cache_library) if cache_library else lib
+        dr = ingest_driver(dict(ingest_config), cache_library=cache_lib.path if cache_enabled else None)
+        window_cache = EmbeddingCache(cache_lib.cache_dir / "embeddings")
         try:
             result = dr.execute(
                 ["staged_book"],
@@ -94,7 +106,13 @@ def _ingest_one(
             )
         finally:
             window_cache.close()
-        return BookOutcome(path, staged=result["staged_book"])
+        used = last_run(dr) if cache_enabled else {"executed": [], "from_cache": []}
+        return BookOutcome(
+            path,
+            staged=result["staged_book"],
+            cache_executed=tuple(used["executed"]),
+            cache_from_cache=tuple(used["from_cache"]),
+        )
     except Exception as exc:  # one bad book never stops the others
         shutil.rmtree(staging, ignore_errors=True)
         return _failure(path, exc)
@@ -127,14 +145,15 @@ def book_file(source_files: tuple) -> Parallelizable[str]:
 def book_outcome(
     book_file: str,
     library_path: str,
+    cache_library: str,
     ingest_config: dict,
     cache_enabled: bool,
     progress: Progress,
     worker_threads: int,
 ) -> BookOutcome:
-    """One book staged by the per-book ingest DAG, or its one-line error."""
+    """One book staged by the per-book ingest DAG (caches of ``cache_library``), or its one-line error."""
     _limit_torch_threads(worker_threads)
-    return _ingest_one(book_file, library_path, ingest_config, cache_enabled, progress)
+    return _ingest_one(book_file, library_path, ingest_config, cache_enabled, progress, cache_library)
 
 
 def book_outcomes(book_outcome: Collect[BookOutcome], source_files: tuple) -> tuple[BookOutcome, ...]:

@@ -9,8 +9,13 @@ the next one: on FairytaleQA equal-weight RRF loses bm25's top-1 (0.592 vs 0.701
 convex combination beats bm25 at ranks 1 and 5 and in MRR (see README for the measured table).
 Weighted RRF stays available as ``hybrid_fusion: rrf``.
 
-Config keys: ``search_mode`` (lexical | semantic | hybrid), ``hybrid_fusion`` (convex | rrf),
-``hybrid_lexical_weight``, ``hybrid_rrf_k``, ``search_k``.
+Two plain baselines for experiments search the same chunks (``nodes/backends/baselines.py``):
+``bm25s`` is BM25 computed by the ``bm25s`` library (``folio[baselines]``) without Folio's FTS5 query
+building, and needs no encoder; ``dense_exact`` scores one mean vector per chunk by exact cosine (no
+HNSW, no per-window max). Their per-book indexes are built on first use and kept per process.
+
+Config keys: ``search_mode`` (lexical | semantic | hybrid | bm25s | dense_exact), ``hybrid_fusion``
+(convex | rrf), ``hybrid_lexical_weight``, ``hybrid_rrf_k``, ``search_k``.
 Inputs: ``query``, ``book_stores`` (opened by the caller), ``chapter_ids`` (None = whole books).
 Limitations: bm25 scores of different books are merged as they are (per-book IDF).
 """
@@ -23,6 +28,7 @@ from dataclasses import replace
 import numpy as np
 from hamilton.function_modifiers import cache, config
 
+from nodes.backends import baselines
 from nodes.backends.encoder import Encoder
 from nodes.types import Hit
 
@@ -135,3 +141,24 @@ def search_results__rrf(
 ) -> tuple[Hit, ...]:
     """Top-k of weighted reciprocal rank fusion."""
     return _fuse_rrf(lexical_hits, semantic_hits, float(hybrid_lexical_weight), int(hybrid_rrf_k), search_k)
+
+
+@cache(behavior="recompute")
+@config.when(search_mode="bm25s")
+def search_results__bm25s(
+    query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int
+) -> tuple[Hit, ...]:
+    """Top-k chunks by plain BM25 (the bm25s library) over every store, merged; no encoder needed."""
+    baselines.require_bm25s()
+    return _merge([baselines.bm25_hits(s, query, search_k, chapter_ids) for s in book_stores], search_k)
+
+
+@cache(behavior="recompute")
+@config.when(search_mode="dense_exact")
+def search_results__dense_exact(
+    query_vector: np.ndarray, book_stores: tuple, chapter_ids: tuple | None, search_k: int
+) -> tuple[Hit, ...]:
+    """Top-k chunks by exact cosine between the query and each chunk's mean window vector, merged."""
+    return _merge(
+        [baselines.dense_hits(s, query_vector, search_k, chapter_ids) for s in book_stores], search_k
+    )

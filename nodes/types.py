@@ -510,6 +510,8 @@ class BookOutcome:
     staged: StagedBook | None = None
     error_source: str = ""
     error_reason: str = ""
+    cache_executed: tuple[str, ...] = ()  # ingest nodes this run computed
+    cache_from_cache: tuple[str, ...] = ()  # ingest nodes it took from the library's node cache
 
     @property
     def error(self) -> FolioError | None:

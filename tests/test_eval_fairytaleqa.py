@@ -15,7 +15,10 @@ QUESTIONS = QA / "fairytaleqa/questions.csv"
 
 @pytest.fixture(scope="module")
 def runs(fairytale_library):
-    return {mode: evaluate_file(QUESTIONS, library=fairytale_library, mode=mode) for mode in ("lexical", "semantic", "hybrid")}
+    return {
+        mode: evaluate_file(QUESTIONS, library=fairytale_library, mode=mode, answers=mode == "hybrid")
+        for mode in ("lexical", "semantic", "hybrid")
+    }
 
 
 def test_every_gold_passage_is_located(runs):
@@ -32,6 +35,17 @@ def test_hybrid_beats_lexical_at_rank_1_and_in_mrr(runs):
     assert runs["hybrid"]["mrr@10"] >= runs["lexical"]["mrr@10"]
 
 
+def test_default_answers_cite_the_gold_passage_and_every_citation_resolves(runs):
+    hybrid = runs["hybrid"]
+    assert hybrid["answered"] == 365
+    assert hybrid["grounded_rate"] == 1.0
+    assert hybrid["gold_cited_rate"] >= 0.9
+    assert hybrid["unsupported_rate"] <= 0.02
+    assert "answered" not in runs["lexical"]  # answers=False: retrieval only
+    cited = [d for d in hybrid["details"] if d["cited"] and d["cited"] != "[]"]
+    assert len(cited) >= 360
+
+
 def test_hybrid_beats_semantic_everywhere(runs):
     for metric in ("hit@1", "hit@5", "mrr@10"):
         assert runs["hybrid"][metric] > runs["semantic"][metric]
@@ -46,5 +60,8 @@ def test_cli_eval_prints_the_metrics_json(fairytale_library, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     metrics = json.loads(out.stdout)
-    assert set(metrics) == {"n", "located", "hit@1", "hit@5", "hit@10", "mrr@10", "p50_ms", "p95_ms"}
+    retrieval = {"n", "located", "hit@1", "hit@5", "hit@10", "mrr@10", "p50_ms", "p95_ms"}
+    answers = {"answered", "answer_contained_rate", "grounded_rate", "unsupported_rate", "gold_cited_rate",
+               "tool_calls_mean", "answer_p50_ms", "answer_p95_ms"}
+    assert set(metrics) == retrieval | answers
     assert metrics["hit@10"] >= metrics["hit@5"] >= metrics["hit@1"] > 0.5
