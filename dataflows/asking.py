@@ -86,10 +86,7 @@ def _library(library: str | Path | Library | None) -> tuple[Library, dict, dict]
     with _LOCK:
         if key not in _LIBRARIES:
             stores = {b: lib.store(b) for b, _ in state}
-            maps: dict[str, ConceptMap | None] = {}
-            for b, _ in state:
-                path = lib.books_dir / b / "concept_map.json"
-                maps[b] = ConceptMap.from_json(path.read_bytes()) if path.exists() else None
+            maps: dict[str, ConceptMap | None] = {b: lib.concept_map(b) for b, _ in state}
             _LIBRARIES[key] = (lib, stores, maps)
         return _LIBRARIES[key]
 

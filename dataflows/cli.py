@@ -132,7 +132,6 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_concepts(args: argparse.Namespace) -> int:
     from dataflows.library import Library
     from nodes.concept_lookup import format_matches
-    from nodes.types import ConceptMap
 
     lib = Library(args.library)
     book_ids = [lib.resolve_book(args.book)] if args.book else lib.book_ids()
@@ -140,10 +139,10 @@ def cmd_concepts(args: argparse.Namespace) -> int:
         raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
     results = []
     for book_id in book_ids:
-        path = lib.books_dir / book_id / "concept_map.json"
-        if not path.exists():
+        concept_map = lib.concept_map(book_id)
+        if concept_map is None:
             raise FolioError(book_id, "no concept map: re-ingest the book")
-        found = ConceptMap.from_json(path.read_bytes()).lookup(args.query, limit=args.k)
+        found = concept_map.lookup(args.query, limit=args.k)
         results.append((book_id, found, lib.store(book_id).titles))
     if args.json:
         rows = [

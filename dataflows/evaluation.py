@@ -30,7 +30,7 @@ from dataflows.library import Library
 from nodes import evaluation
 from nodes.backends.book_store import BookStore
 from nodes.backends.tools import Session
-from nodes.types import Answer, Citation, ConceptMap, FolioError, Hit
+from nodes.types import Answer, Citation, FolioError, Hit
 
 OUTPUTS = ["eval_metrics", "eval_records"]
 
@@ -80,11 +80,6 @@ def stores_by_file(lib: Library) -> dict[str, BookStore]:
     return {Path(b["source_file"]).name: lib.store(b["book_id"]) for b in lib.descriptors()}
 
 
-def _concept_map(store: BookStore) -> ConceptMap | None:
-    path = Path(store.directory) / "concept_map.json"
-    return ConceptMap.from_json(path.read_bytes()) if path.exists() else None
-
-
 class _Kiwix:
     """The Kiwix side of one run: the query driver and one open backend, made on first use."""
 
@@ -100,16 +95,8 @@ class _Kiwix:
             return
         from dataflows.kiwix_query import build_kiwix_driver, kiwix_config
 
-        cfg = kiwix_config(self.cfg)
-        self.driver = build_kiwix_driver(cfg)
-        if cfg.get("kiwix") == "libzim":
-            from nodes.backends.zim import ZimBackend
-
-            self.backend = ZimBackend([str(p) for p in cfg["zim_paths"]])
-        else:
-            from nodes.backends.kiwix_http import KiwixHttpBackend
-
-            self.backend = KiwixHttpBackend(str(cfg["kiwix_url"]), float(cfg.get("kiwix_timeout_seconds") or 10))
+        self.driver = build_kiwix_driver(kiwix_config(self.cfg))
+        self.backend = self.driver.execute(["kiwix_backend"])["kiwix_backend"]  # the config's backend variant
 
     def result(self, question: str) -> Any:
         from dataflows.kiwix_query import run_kiwix_driver
@@ -141,7 +128,7 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
 
     stores = stores_by_file(lib)
     by_id = {s.book_id: s for s in stores.values()}
-    maps = {s.book_id: _concept_map(s) for s in stores.values()}
+    maps = {s.book_id: lib.concept_map(s.book_id) for s in stores.values()}
     searcher_driver = search_driver(cfg)
     with tempfile.TemporaryDirectory(prefix="folio-eval-") as tmp:
         kiwix = _Kiwix(cfg, tmp)

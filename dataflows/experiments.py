@@ -271,13 +271,14 @@ def _say(message: str, enabled: bool) -> None:
 
 
 def run_experiment(
-    path: str | Path, library: str | Path | Library | None = None, progress: bool = False
+    experiment: str | Path | Experiment, library: str | Path | Library | None = None, progress: bool = False
 ) -> ExperimentReport:
-    """Run every variant of an experiment file against ``library`` and save the results in its DuckDB."""
+    """Run every variant of an experiment (a file, or one already loaded) against ``library``; save in its DuckDB."""
     from dataflows import experiment_store
     from dataflows.evaluation import evaluate
 
-    experiment = load_experiment(path)
+    if not isinstance(experiment, Experiment):
+        experiment = load_experiment(experiment)
     lib = library if isinstance(library, Library) else Library(library)
     lib.path.mkdir(parents=True, exist_ok=True)
     files = _book_sources(experiment, lib)
@@ -359,7 +360,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
             raise FolioError(args.target, "run ids go with `folio experiment show`")
         experiment = load_experiment(args.target)
         metrics = metrics or list(experiment.metrics)
-        runs = run_experiment(args.target, lib, progress=not args.quiet).runs
+        runs = run_experiment(experiment, lib, progress=not args.quiet).runs
     if args.json:
         print(json.dumps(runs, indent=2, default=str))
     else:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.backends.book_store import BookStore
-from nodes.types import FolioError, StagedBook
+from nodes.types import ConceptMap, FolioError, StagedBook
 
 CATALOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS books(
@@ -230,6 +230,11 @@ class Library:
                 raise FolioError(book_id, f"no such book in the library {self.path}")
             self._stores[book_id] = BookStore(directory)
         return self._stores[book_id]
+
+    def concept_map(self, book_id: str) -> ConceptMap | None:
+        """The book's concept map (``concept_map.json``), or None when the book has none."""
+        path = self.books_dir / book_id / "concept_map.json"
+        return ConceptMap.from_json(path.read_bytes()) if path.exists() else None
 
     def stores(self, book_ids: list[str] | None = None) -> list[BookStore]:
         return [self.store(b) for b in (book_ids if book_ids is not None else self.book_ids())]

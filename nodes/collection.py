@@ -75,11 +75,11 @@ def _ingest_one(
     ingest_config: Mapping[str, Any],
     cache_enabled: bool,
     progress: Progress,
-    cache_library: str = "",
+    cache_library: str,
 ) -> BookOutcome:
     """Run the per-book ingest DAG into a fresh staging directory; every failure is returned, not raised.
 
-    ``cache_library`` is the library whose caches the run uses (default: the target library itself).
+    ``cache_library`` is the library whose caches the run uses (the target library, or an experiment's main one).
     """
     from dataflows.caching import last_run
     from dataflows.drivers import ingest_driver
@@ -91,7 +91,7 @@ def _ingest_one(
     lib = Library(library_path)
     staging = lib.new_staging_dir(Path(path).stem)
     try:
-        cache_lib = Library(cache_library) if cache_library else lib
+        cache_lib = Library(cache_library)
         dr = ingest_driver(dict(ingest_config), cache_library=cache_lib.path if cache_enabled else None)
         window_cache = EmbeddingCache(cache_lib.cache_dir / "embeddings")
         try:

@@ -13,7 +13,7 @@ import numpy as np
 from hamilton.function_modifiers import cache, config
 
 from nodes.backends.embedding_cache import EmbeddingCache
-from nodes.backends.encoder import Encoder, load_encoder
+from nodes.backends.encoder import Encoder, load_encoder, unit_means
 from nodes.backends.progress import Progress
 from nodes.types import Chunk, Window
 
@@ -70,19 +70,8 @@ def _chunk_shares(windows: tuple[Window, ...]) -> list[float]:
     return [1.0 / per_chunk[w.chunk_id] for w in windows]
 
 
-def _chunk_means(
-    vectors: np.ndarray, window_chunk_index: np.ndarray, n_chunks: int
-) -> np.ndarray:
-    """Normalised mean of the window vectors of each chunk (pure)."""
-    sums = np.zeros((n_chunks, vectors.shape[1]), dtype=np.float64)
-    np.add.at(sums, window_chunk_index, vectors)
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return (sums / norms).astype(np.float32)
-
-
 def chunk_vectors(window_vectors: np.ndarray, windows: tuple[Window, ...], chunks: tuple[Chunk, ...]) -> np.ndarray:
     """One normalised vector per chunk (row ``i`` = ``chunks[i]``): the mean of its windows."""
     position = {c.chunk_id: i for i, c in enumerate(chunks)}
     index = np.fromiter((position[w.chunk_id] for w in windows), dtype=np.int64, count=len(windows))
-    return _readonly(_chunk_means(window_vectors, index, len(chunks)))
+    return _readonly(unit_means(window_vectors, index, len(chunks)))

@@ -65,14 +65,14 @@ class StoredBook:
 
     def chunk_vectors(self, n_chunks: int) -> np.ndarray:
         """Chunk vectors rebuilt from the stored window vectors, as the pipeline computes them."""
-        from nodes.embedding import _chunk_means
+        from nodes.backends.encoder import unit_means
 
         sql = "SELECT window_id, chunk_rowid FROM windows ORDER BY window_id"
         with sqlite3.connect(f"file:{self.directory / 'book.sqlite'}?mode=ro", uri=True) as con:
             rows = con.execute(sql).fetchall()
         vectors = np.load(self.directory / "vectors.npy")
         assert [w for w, _ in rows] == list(range(len(vectors)))
-        return _chunk_means(vectors, np.array([r - 1 for _, r in rows], dtype=np.int64), n_chunks)
+        return unit_means(vectors, np.array([r - 1 for _, r in rows], dtype=np.int64), n_chunks)
 
     def chapter_id(self, title: str) -> str:
         return next(c["chapter_id"] for c in self.descriptor["chapters"] if c["title"] == title)

@@ -1,8 +1,9 @@
 import numpy as np
 
 from nodes.backends.embedding_cache import EmbeddingCache
+from nodes.backends.encoder import unit_means
 from nodes.backends.progress import Progress
-from nodes.embedding import _chunk_means, _chunk_shares, window_vectors
+from nodes.embedding import _chunk_shares, window_vectors
 from nodes.types import Window
 
 
@@ -29,7 +30,7 @@ def test_each_window_counts_as_its_share_of_its_chunk():
 
 def test_chunk_vector_is_the_normalised_mean_of_its_windows():
     vectors = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=np.float32)
-    means = _chunk_means(vectors, np.array([0, 0, 1]), 2)
+    means = unit_means(vectors, np.array([0, 0, 1]), 2)
     assert np.allclose(means[0], [2**-0.5, 2**-0.5])
     assert np.allclose(means[1], [2**-0.5, 2**-0.5])
 

