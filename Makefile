@@ -47,7 +47,7 @@ test: setup
 	$(BIN)/python -m pytest -q tests
 
 bench: setup
-	$(BIN)/python -m dataflows.bench --data $(DATA)
+	$(BIN)/python -m folio.dataflows.bench --data $(DATA) --questions tests/qa
 
 viz: setup
 	$(BIN)/folio viz

@@ -1,7 +1,7 @@
 """Folio's assembly layer: config, drivers, the library directory, the Python API and the CLI.
 
-    from dataflows import ingest, search, books, ask, Session, ingest_driver, search_driver, ask_driver, load_config
-    from dataflows import evaluate, eval_driver, run_experiment, load_experiment
+from folio.dataflows import ingest, search, books, ask, Session, ingest_driver, search_driver, ask_driver, load_config
+from folio.dataflows import evaluate, eval_driver, run_experiment, load_experiment
 """
 
 from __future__ import annotations
@@ -12,23 +12,23 @@ from typing import Any
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 
 _EXPORTS = {
-    "ingest": "dataflows.api",
-    "search": "dataflows.api",
-    "books": "dataflows.api",
-    "IngestReport": "dataflows.api",
-    "Library": "dataflows.library",
-    "load_config": "dataflows.config",
-    "ingest_driver": "dataflows.drivers",
-    "search_driver": "dataflows.drivers",
-    "build_driver": "dataflows.drivers",
-    "evaluate_file": "dataflows.evaluation",
-    "evaluate": "dataflows.evaluation",
-    "eval_driver": "dataflows.evaluation",
-    "run_experiment": "dataflows.experiments",
-    "load_experiment": "dataflows.experiments",
-    "ask": "dataflows.asking",
-    "ask_driver": "dataflows.asking",
-    "Session": "nodes.backends.tools",
+    "ingest": "folio.dataflows.api",
+    "search": "folio.dataflows.api",
+    "books": "folio.dataflows.api",
+    "IngestReport": "folio.dataflows.api",
+    "Library": "folio.dataflows.library",
+    "load_config": "folio.dataflows.config",
+    "ingest_driver": "folio.dataflows.drivers",
+    "search_driver": "folio.dataflows.drivers",
+    "build_driver": "folio.dataflows.drivers",
+    "evaluate_file": "folio.dataflows.evaluation",
+    "evaluate": "folio.dataflows.evaluation",
+    "eval_driver": "folio.dataflows.evaluation",
+    "run_experiment": "folio.dataflows.experiments",
+    "load_experiment": "folio.dataflows.experiments",
+    "ask": "folio.dataflows.asking",
+    "ask_driver": "folio.dataflows.asking",
+    "Session": "folio.nodes.backends.tools",
 }
 
 __all__ = sorted(_EXPORTS)

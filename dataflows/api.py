@@ -1,6 +1,6 @@
 """The public Python API: ``ingest``, ``search`` and ``books`` over a library directory.
 
-    from dataflows import ingest, search
+    from folio.dataflows import ingest, search
     report = ingest(["moby-dick.epub"], library="~/folio")
     hits = search("white whale", library="~/folio", mode="hybrid", k=5)
 
@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataflows.config import load_config
-from dataflows.drivers import search_driver
-from dataflows.library import Library
-from dataflows.parallel import ingest_books
-from nodes.backends.progress import NullProgress, Progress
-from nodes.types import FolioError, Hit, StagedBook
+from folio.dataflows.config import load_config
+from folio.dataflows.drivers import search_driver
+from folio.dataflows.library import Library
+from folio.dataflows.parallel import ingest_books
+from folio.nodes.backends.progress import NullProgress, Progress
+from folio.nodes.types import FolioError, Hit, StagedBook
 
 BOOK_SUFFIXES = (".epub", ".txt", ".text", ".md")
 SEARCH_MODES = ("lexical", "semantic", "hybrid", "bm25s", "dense_exact")  # the last two are baselines
@@ -84,7 +84,9 @@ def ingest(
     report = IngestReport()
     files = book_files(paths)
     if not files:
-        raise FolioError(", ".join(str(p) for p in paths), f"no book files ({', '.join(BOOK_SUFFIXES)}) found")
+        raise FolioError(
+            ", ".join(str(p) for p in paths), f"no book files ({', '.join(BOOK_SUFFIXES)}) found"
+        )
     with lib.writer():
         results = ingest_books(files, lib, cfg, progress or NullProgress(), cache=cache)
     for result in results:

@@ -1,6 +1,6 @@
 """``folio ask``: the query DAG (router → book flow / other sources → fusion → grounded answer).
 
-    from dataflows.asking import ask
+    from folio.dataflows.asking import ask
     answer = ask("Why does Ahab hunt the whale?", library="~/folio")
     print(answer.answer, answer.citations)
 
@@ -17,12 +17,9 @@ sources from the config: ``kiwix`` (ZIM files or a kiwix-serve URL) and ``web``/
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,16 +28,14 @@ os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 
 from hamilton import driver
 
-from dataflows.bench import latency_summary
-from dataflows.config import load_config
-from dataflows.drivers import build_driver
-from dataflows.library import Library
-from nodes import answering, book_tools, fusion, routing
-from nodes.backends.tools import Session
-from nodes.types import Answer, Citation, ConceptMap, FolioError, SourceResult
+from folio.dataflows.config import load_config
+from folio.dataflows.drivers import build_driver
+from folio.dataflows.library import Library
+from folio.nodes import answering, book_tools, fusion, routing
+from folio.nodes.backends.tools import Session
+from folio.nodes.types import Answer, Citation, ConceptMap, FolioError, SourceResult
 
 ASK_MODULES = (routing, book_tools, answering, fusion)
-MOBY_QUESTIONS = Path(__file__).resolve().parent.parent / "tests" / "qa" / "moby_dick_questions.jsonl"
 
 _DRIVERS: dict[str, driver.Driver] = {}
 _LIBRARIES: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Library, dict, dict]] = {}
@@ -99,7 +94,7 @@ def query_encoder(cfg: Mapping[str, Any]) -> tuple[Any, str | None]:
     with _LOCK:
         if model not in _ENCODERS:
             try:
-                from nodes.backends.encoder import load_encoder
+                from folio.nodes.backends.encoder import load_encoder
 
                 _ENCODERS[model] = load_encoder(model)
             except Exception as exc:  # degraded mode: lexical only
@@ -130,7 +125,7 @@ def external_sources(cfg: Mapping[str, Any]) -> dict[str, Callable[[str], Source
         cfg.get("kiwix") == "http" and cfg.get("kiwix_url")
     )
     if "kiwix" in enabled and has_kiwix:
-        from dataflows.kiwix_query import build_kiwix_driver, kiwix_config, run_kiwix_driver
+        from folio.dataflows.kiwix_query import build_kiwix_driver, kiwix_config, run_kiwix_driver
 
         kiwix_dr = build_kiwix_driver(kiwix_config(cfg))
 
@@ -139,7 +134,7 @@ def external_sources(cfg: Mapping[str, Any]) -> dict[str, Callable[[str], Source
 
         out["kiwix"] = kiwix_source
     if cfg.get("searxng_url"):
-        from nodes.backends.searxng import SearxngSource
+        from folio.nodes.backends.searxng import SearxngSource
 
         for name in ("web", "news"):
             if name in enabled:
@@ -199,125 +194,4 @@ def ask(
 # --- CLI -------------------------------------------------------------------------------------------------
 
 
-def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``folio ask QUESTION [--library DIR] [--zim PATH... | --kiwix-url URL] [--config FILE] [--json]``."""
-    parser = subparsers.add_parser("ask", help="answer a question from your books and Kiwix, with citations")
-    parser.add_argument("question", help="the question, in plain words")
-    parser.add_argument(
-        "--library", default=None, help="library directory (default: $FOLIO_LIBRARY or per-user data dir)"
-    )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--zim", nargs="+", metavar="PATH", help="ZIM files to search too (libzim)")
-    source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve to search too")
-    parser.add_argument("--config", metavar="FILE", help="a YAML config over configs/default.yaml")
-    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
-    parser.set_defaults(func=run_ask_command)
-    return parser
-
-
-def _citation_line(n: int, c: Citation) -> str:
-    if c.kind == "book":
-        return f"[{n}] {c.chapter_title or c.chapter_id} — {c.book_id} {c.chunk_id} (chars {c.start}–{c.end})"
-    if c.kind == "kiwix":
-        return f"[{n}] {c.title} — zim {c.zim}, {c.path}"
-    return f"[{n}] {c.title} — {c.url}"
-
-
-def format_answer(result: Answer) -> str:
-    """The answer as plain text: answer, citations, route line, notes."""
-    lines = [result.answer, ""]
-    if result.citations:
-        lines.append("citations:")
-        lines.extend("  " + _citation_line(i, c) for i, c in enumerate(result.citations, 1))
-    lines.append(
-        f"route: {result.route} · sources: {', '.join(result.sources_used) or 'none'} · tool calls: {result.tool_calls}"
-    )
-    lines.extend(f"note: {n}" for n in result.notes)
-    return "\n".join(lines)
-
-
-def run_ask_command(args: argparse.Namespace) -> int:
-    """Run ``folio ask``; a ``FolioError`` is printed as one line ``source: reason`` (exit status 1)."""
-    try:
-        result = ask(
-            args.question,
-            config=args.config,
-            library=args.library,
-            zim_paths=args.zim,
-            kiwix_url=args.kiwix_url,
-        )
-    except FolioError as exc:
-        print(f"{exc.source}: {exc.reason}", file=sys.stderr)
-        return 1
-    print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False) if args.json else format_answer(result))
-    return 0
-
-
 # --- bench ----------------------------------------------------------------------------------------------
-
-
-def fusion_overhead(delays: Sequence[float] = (0.02, 0.05, 0.1), runs: int = 20) -> dict[str, float]:
-    """Wall time of fusing sources that sleep ``delays`` seconds, minus the slowest delay (ms)."""
-    from nodes.backends.tools import PendingJobs, shared_pool
-
-    def make(i: int, delay: float) -> Callable[[str], SourceResult]:
-        def source(clause: str) -> SourceResult:
-            time.sleep(delay)
-            return SourceResult(
-                ("kiwix", "web", "news")[i % 3], f"s{i}", f"Result {i} about {clause}. It says {i}."
-            )
-
-        return source
-
-    pool = shared_pool(12)
-    overheads = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        pending = PendingJobs(pool, [(f"s{i}", "q", make(i, d)) for i, d in enumerate(delays)])
-        done, _ = pending.collect(5.0)
-        fusion._fuse_results([r for _, _, r in done], fusion.KNOWN_SOURCES, 1500)
-        overheads.append((time.perf_counter() - t0 - max(delays)) * 1000)
-    return latency_summary(overheads)
-
-
-def ask_bench(data_dir: str | os.PathLike[str], library: str | Path | None = None) -> dict[str, Any]:
-    """``folio ask`` latency without an LLM (warm, FairytaleQA Potter questions) and the fusion overhead.
-
-    Ingests the Potter treasury into a temporary library unless ``library`` already holds it.
-    """
-    import csv
-    import tempfile
-
-    data = Path(data_dir)
-    book = data / "books/txt/pg572_potter_great-big-treasury.txt"
-    with open(data / "qa/fairytaleqa/questions.csv", encoding="utf-8", newline="") as f:
-        questions = [r["question"] for r in csv.DictReader(f) if r["book_file"].endswith(book.name)][:100]
-    tmp = None
-    if library is None:
-        from dataflows.api import ingest
-
-        tmp = tempfile.TemporaryDirectory(prefix="folio-ask-bench-")
-        library = tmp.name
-        report = ingest([book], library=library)
-        if not report.ok:
-            raise FolioError(str(book), "; ".join(str(e) for e in report.errors))
-    try:
-        cfg = {"llm": "none"}
-        ask(questions[0], config=cfg, library=library)  # warm: driver, stores, encoder
-        latencies = []
-        for q in questions:
-            t0 = time.perf_counter()
-            ask(q, config=cfg, library=library)
-            latencies.append((time.perf_counter() - t0) * 1000)
-        return {
-            "questions": len(questions),
-            "ask_warm_no_llm": latency_summary(latencies),
-            "fusion_overhead_over_slowest_source": fusion_overhead(),
-        }
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
-
-
-if __name__ == "__main__":  # pragma: no cover - manual benchmark
-    print(json.dumps(ask_bench(sys.argv[1] if len(sys.argv) > 1 else "../shared/data"), indent=2))

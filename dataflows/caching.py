@@ -31,11 +31,11 @@ from hamilton.caching import fingerprinting
 from hamilton.caching.stores.base import ResultStore, StoredResult
 from hamilton.caching.stores.sqlite import SQLiteMetadataStore
 
-from nodes.backends.book_store import BookStore
-from nodes.backends.embedding_cache import EmbeddingCache
-from nodes.backends.encoder import Encoder
-from nodes.backends.progress import Progress
-from nodes.types import ConceptMap
+from folio.nodes.backends.book_store import BookStore
+from folio.nodes.backends.embedding_cache import EmbeddingCache
+from folio.nodes.backends.encoder import Encoder
+from folio.nodes.backends.progress import Progress
+from folio.nodes.types import ConceptMap
 
 RESULTS = "results"
 # Objects handed to the DAG that must never be persisted (their fingerprints still version results).
@@ -123,7 +123,9 @@ def cache_dir(library_path: str | Path) -> Path:
 def stores(library_path: str | Path) -> tuple[SQLiteMetadataStore, DiskCacheResultStore]:
     base = cache_dir(library_path)
     base.mkdir(parents=True, exist_ok=True)
-    return SQLiteMetadataStore(path=str(base / METADATA), connection_kwargs={"timeout": 60}), DiskCacheResultStore(base / RESULTS)
+    return SQLiteMetadataStore(
+        path=str(base / METADATA), connection_kwargs={"timeout": 60}
+    ), DiskCacheResultStore(base / RESULTS)
 
 
 def cache_info(library_path: str | Path) -> dict[str, Any]:

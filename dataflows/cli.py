@@ -19,8 +19,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from dataflows.api import SEARCH_MODES
-from nodes.types import FolioError
+from folio.dataflows.api import SEARCH_MODES
+from folio.nodes.types import FolioError
 
 
 def _err(message: str) -> None:
@@ -33,12 +33,14 @@ def _snippet(text: str, width: int = 220) -> str:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from dataflows.api import ingest
-    from nodes.backends.progress import progress_for
+    from folio.dataflows.api import ingest
+    from folio.nodes.backends.progress import progress_for
 
     progress = progress_for(args.quiet)
     try:
-        report = ingest(args.paths, library=args.library, config=args.config, profile=args.profile, progress=progress)
+        report = ingest(
+            args.paths, library=args.library, config=args.config, profile=args.profile, progress=progress
+        )
     finally:
         progress.close()
     for staged in report.ingested:
@@ -53,7 +55,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_books(args: argparse.Namespace) -> int:
-    from dataflows.api import books
+    from folio.dataflows.api import books
 
     rows = books(args.library)
     if args.json:
@@ -69,10 +71,15 @@ def cmd_books(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from dataflows.api import search
+    from folio.dataflows.api import search
 
     hits = search(
-        args.query, library=args.library, book=args.book, chapter=args.chapter, mode=args.mode, k=args.k,
+        args.query,
+        library=args.library,
+        book=args.book,
+        chapter=args.chapter,
+        mode=args.mode,
+        k=args.k,
         config=args.config,
     )
     if args.json:
@@ -81,13 +88,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not hits:
         print("no hits")
     for rank, h in enumerate(hits, 1):
-        print(f"[{rank}] {h.score:.4f}  {h.book_id} › {h.chapter_title}  ({h.chapter_id} {h.chunk_id} @ {h.start}-{h.end})")
+        print(
+            f"[{rank}] {h.score:.4f}  {h.book_id} › {h.chapter_title}  ({h.chapter_id} {h.chunk_id} @ {h.start}-{h.end})"
+        )
         print(textwrap.indent(_snippet(h.text), "     "))
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from dataflows.evaluation import evaluate_file
+    from folio.dataflows.evaluation import evaluate_file
 
     result = evaluate_file(
         args.qa_file,
@@ -110,8 +119,8 @@ def _table(summary: dict) -> str:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from dataflows.caching import cache_info, clear_cache
-    from dataflows.library import Library
+    from folio.dataflows.caching import cache_info, clear_cache
+    from folio.dataflows.library import Library
 
     lib = Library(args.library)
     if args.action == "clear":
@@ -125,13 +134,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
     else:
         print(f"library            {info['library']}")
         print(f"node results       {info['node_results']} ({info['node_results_bytes'] / 2**20:.1f} MiB)")
-        print(f"window embeddings  {info['window_embeddings']} ({info['window_embeddings_bytes'] / 2**20:.1f} MiB)")
+        print(
+            f"window embeddings  {info['window_embeddings']} ({info['window_embeddings_bytes'] / 2**20:.1f} MiB)"
+        )
     return 0
 
 
 def cmd_concepts(args: argparse.Namespace) -> int:
-    from dataflows.library import Library
-    from nodes.concept_lookup import format_matches
+    from folio.dataflows.library import Library
+    from folio.nodes.concept_lookup import format_matches
 
     lib = Library(args.library)
     book_ids = [lib.resolve_book(args.book)] if args.book else lib.book_ids()
@@ -165,7 +176,7 @@ def _match_dict(match: object, titles: dict[str, str]) -> dict[str, object]:
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
-    from dataflows.viz import render_all
+    from folio.dataflows.viz import render_all
 
     for path in render_all(args.out, formats=tuple(args.format)):
         if not args.quiet:
@@ -173,12 +184,71 @@ def cmd_viz(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ask(args: argparse.Namespace) -> int:
+    from folio.dataflows.asking import ask
+    from folio.dataflows.formatting import format_answer
+
+    result = ask(
+        args.question, config=args.config, library=args.library, zim_paths=args.zim, kiwix_url=args.kiwix_url
+    )
+    print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False) if args.json else format_answer(result))
+    return 0
+
+
+def cmd_kiwix(args: argparse.Namespace) -> int:
+    from folio.dataflows.config import load_config
+    from folio.dataflows.formatting import format_kiwix_result
+    from folio.dataflows.kiwix_query import kiwix_answer
+
+    cfg = load_config(args.config) if args.config else None
+    result = kiwix_answer(args.query, zim_paths=args.zim, kiwix_url=args.kiwix_url, config=cfg)
+    print(
+        json.dumps(result.as_dict(), indent=2, ensure_ascii=False)
+        if args.json
+        else format_kiwix_result(result)
+    )
+    return 0
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from folio.dataflows import experiment_store
+    from folio.dataflows.experiments import DB_NAME, load_experiment, run_experiment
+    from folio.dataflows.library import Library
+
+    lib = Library(args.library)
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    if args.target == "show":
+        db = lib.path / DB_NAME
+        if not db.exists():
+            raise FolioError(str(db), "no experiments yet: run `folio experiment EXPERIMENT.yaml` first")
+        runs = experiment_store.load_runs(db, run_ids=args.runs or None, batch_id=args.batch)
+    else:
+        if args.runs:
+            raise FolioError(args.target, "run ids go with `folio experiment show`")
+        experiment = load_experiment(args.target)
+        metrics = metrics or list(experiment.metrics)
+        runs = run_experiment(experiment, lib, progress=not args.quiet).runs
+    if args.json:
+        print(json.dumps(runs, indent=2, default=str))
+    else:
+        print(experiment_store.comparison_table(runs, metrics))
+    if args.plot:
+        rates = [m for m in metrics or () if experiment_store.is_rate(m)] or ["hit@1", "hit@5", "mrr@10"]
+        plotted = experiment_store.plot_runs(runs, args.plot, metrics=tuple(rates))
+        print(f"plot: {plotted}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="folio", description="Offline question answering over your books and Kiwix archives.")
+    parser = argparse.ArgumentParser(
+        prog="folio", description="Offline question answering over your books and Kiwix archives."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def library_opt(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--library", default=None, help="library directory (default: $FOLIO_LIBRARY or per-user data dir)")
+        p.add_argument(
+            "--library", default=None, help="library directory (default: $FOLIO_LIBRARY or per-user data dir)"
+        )
         p.add_argument("--config", default=None, help="config YAML (default: configs/default.yaml)")
 
     p = sub.add_parser("ingest", help="ingest EPUB / text books (files or folders)")
@@ -235,13 +305,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_viz)
 
-    from dataflows.asking import add_ask_parser
-    from dataflows.experiments import add_experiment_parser
-    from dataflows.kiwix_query import add_kiwix_parser
+    p = sub.add_parser("ask", help="answer a question from your books and Kiwix, with citations")
+    p.add_argument("question", help="the question, in plain words")
+    library_opt(p)
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--zim", nargs="+", metavar="PATH", help="ZIM files to search too (libzim)")
+    source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve to search too")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    p.set_defaults(func=cmd_ask)
 
-    add_ask_parser(sub)
-    add_kiwix_parser(sub)
-    add_experiment_parser(sub)
+    p = sub.add_parser("kiwix", help="find the articles that answer a question in Kiwix books")
+    p.add_argument("query", help="the question, in plain words")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--zim", nargs="+", metavar="PATH", help="ZIM files to search (libzim)")
+    source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve")
+    p.add_argument("--config", metavar="FILE", help="a YAML config over configs/default.yaml")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_kiwix)
+
+    p = sub.add_parser(
+        "experiment",
+        help="run a config-switched experiment (EXPERIMENT.yaml), or show saved runs (show [RUN ...])",
+    )
+    p.add_argument("target", help="an experiment file, or 'show'")
+    p.add_argument("runs", nargs="*", help="with show: run ids (default: the latest experiment's runs)")
+    p.add_argument("--library", default=None)
+    p.add_argument("--batch", default=None, help="with show: the runs of this batch id")
+    p.add_argument(
+        "--metrics", default=None, help="comma-separated metric columns (default: the experiment's)"
+    )
+    p.add_argument(
+        "--plot", default=None, metavar="FILE.png", help="also draw metric vs variant into FILE.png"
+    )
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_experiment)
     return parser
 
 
@@ -249,7 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # Hamilton logs a node's exception with a traceback; the CLI reports it as one line instead.
-    logging.getLogger("hamilton").setLevel(logging.DEBUG if os.environ.get("FOLIO_DEBUG") else logging.CRITICAL)
+    logging.getLogger("hamilton").setLevel(
+        logging.DEBUG if os.environ.get("FOLIO_DEBUG") else logging.CRITICAL
+    )
     if getattr(args, "format", None) is None and args.command == "viz":
         args.format = ["svg", "png"]
     try:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from nodes.types import FolioError
+from folio.nodes.types import FolioError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(str(resources.files("folio.configs")))  # configs/ in the repo, folio/configs when installed
 DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
 
 

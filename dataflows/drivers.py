@@ -18,7 +18,7 @@ os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 
 from hamilton import driver
 
-from nodes import chunking, concepts, embedding, lexical, parsing, retrieval, staging, vectors
+from folio.nodes import chunking, concepts, embedding, lexical, parsing, retrieval, staging, vectors
 
 INGEST_MODULES: tuple[ModuleType, ...] = (parsing, chunking, embedding, lexical, vectors, concepts, staging)
 SEARCH_MODULES: tuple[ModuleType, ...] = (embedding, retrieval)
@@ -39,7 +39,7 @@ def build_driver(
     """
     builder = driver.Builder().with_modules(*modules).with_config(dict(config))
     if cache_library is not None:
-        from dataflows.caching import cache_dir, stores
+        from folio.dataflows.caching import cache_dir, stores
 
         metadata_store, result_store = stores(cache_library)
         builder = builder.with_cache(

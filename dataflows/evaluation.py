@@ -1,6 +1,6 @@
 """The evaluation dataflow: the evaluation DAG (``nodes.evaluation``) run over a library with one config.
 
-    from dataflows.evaluation import evaluate
+    from folio.dataflows.evaluation import evaluate
     run = evaluate("questions.csv", library="~/folio", config={"search_mode": "lexical"})
     run.metrics["hit@5"], run.records[0].rank
 
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dataflows.api import _config, _library
-from dataflows.drivers import build_driver, search_driver
-from dataflows.library import Library
-from nodes import evaluation
-from nodes.backends.book_store import BookStore
-from nodes.backends.tools import Session
-from nodes.types import Answer, Citation, FolioError, Hit
+from folio.dataflows.api import _config, _library
+from folio.dataflows.drivers import build_driver, search_driver
+from folio.dataflows.library import Library
+from folio.nodes import evaluation
+from folio.nodes.backends.book_store import BookStore
+from folio.nodes.backends.tools import Session
+from folio.nodes.types import Answer, Citation, FolioError, Hit
 
 OUTPUTS = ["eval_metrics", "eval_records"]
 
@@ -93,17 +93,19 @@ class _Kiwix:
     def _open(self) -> None:
         if self.driver is not None:
             return
-        from dataflows.kiwix_query import build_kiwix_driver, kiwix_config
+        from folio.dataflows.kiwix_query import build_kiwix_driver, kiwix_config
 
         self.driver = build_kiwix_driver(kiwix_config(self.cfg))
         self.backend = self.driver.execute(["kiwix_backend"])["kiwix_backend"]  # the config's backend variant
 
     def result(self, question: str) -> Any:
-        from dataflows.kiwix_query import run_kiwix_driver
+        from folio.dataflows.kiwix_query import run_kiwix_driver
 
         self._open()
         if question not in self.last:  # the searcher and the answerer ask the same question in turn
-            self.last = {question: run_kiwix_driver(self.driver, question, self.cache_dir, backend=self.backend)}
+            self.last = {
+                question: run_kiwix_driver(self.driver, question, self.cache_dir, backend=self.backend)
+            }
         return self.last[question]
 
     def ranked(self, question: str) -> list[tuple[str, str]]:
@@ -124,7 +126,7 @@ class _Kiwix:
 @contextlib.contextmanager
 def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str, Any]]:
     """The evaluation DAG's inputs for ``cfg`` over ``lib`` (Kiwix opened lazily, closed on exit)."""
-    from dataflows.asking import ask_driver, kiwix_source_result, query_encoder
+    from folio.dataflows.asking import ask_driver, kiwix_source_result, query_encoder
 
     stores = stores_by_file(lib)
     by_id = {s.book_id: s for s in stores.values()}
@@ -142,7 +144,11 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
         def answerer(item: evaluation.QAItem, store: BookStore | None) -> Answer:
             if store is not None:
                 encoder, _ = query_encoder(cfg)
-                book_stores, concept_maps, external = {store.book_id: store}, {store.book_id: maps[store.book_id]}, {}
+                book_stores, concept_maps, external = (
+                    {store.book_id: store},
+                    {store.book_id: maps[store.book_id]},
+                    {},
+                )
             else:
                 encoder, book_stores, concept_maps = None, {}, {}
                 external = {"kiwix": lambda clause: kiwix_source_result(kiwix.result(clause), clause)}
@@ -217,7 +223,5 @@ def evaluate_file(
     cfg = _config(config, overrides)
     run = evaluate(qa_file, library, cfg)
     metrics: dict[str, Any] = dict(run.metrics)
-    metrics["details"] = [
-        {k: v for k, v in row.items() if k != "question_file"} for row in run.rows()
-    ]
+    metrics["details"] = [{k: v for k, v in row.items() if k != "question_file"} for row in run.rows()]
     return metrics

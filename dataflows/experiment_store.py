@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodes.types import FolioError
+from folio.nodes.types import FolioError
 
 if TYPE_CHECKING:
     import duckdb
@@ -65,12 +65,33 @@ CREATE TABLE IF NOT EXISTS results(
 """
 
 RUN_COLUMNS: tuple[str, ...] = (
-    "run_id", "batch_id", "experiment", "variant", "started_at", "git_commit", "config_hash", "config",
-    "overrides", "cache_executed", "cache_from_cache", "seconds",
+    "run_id",
+    "batch_id",
+    "experiment",
+    "variant",
+    "started_at",
+    "git_commit",
+    "config_hash",
+    "config",
+    "overrides",
+    "cache_executed",
+    "cache_from_cache",
+    "seconds",
 )
 RESULT_COLUMNS: tuple[str, ...] = (
-    "question_file", "qid", "question", "located", "rank", "latency_ms", "answer", "contained", "grounded",
-    "unsupported", "tool_calls", "answer_latency_ms", "cited",
+    "question_file",
+    "qid",
+    "question",
+    "located",
+    "rank",
+    "latency_ms",
+    "answer",
+    "contained",
+    "grounded",
+    "unsupported",
+    "tool_calls",
+    "answer_latency_ms",
+    "cited",
 )
 INT_METRICS: frozenset[str] = frozenset({"n", "located", "answered"})
 """Metrics returned as ints by ``load_runs`` when their stored value is integral."""
@@ -92,7 +113,11 @@ def git_commit(repo_dir: str | Path | None = None) -> str | None:
         try:
             done = subprocess.run(
                 ["git", "-C", str(folder), *args],
-                capture_output=True, text=True, timeout=10, check=False, env=env,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+                env=env,
             )
         except (OSError, subprocess.SubprocessError, ValueError):
             return None
@@ -236,8 +261,19 @@ def save_run(
             con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    run_id, batch_id, experiment, variant, started_at, commit, config_hash(config),
-                    config_text, overrides_text, executed, from_cache, seconds_value, ordinal,
+                    run_id,
+                    batch_id,
+                    experiment,
+                    variant,
+                    started_at,
+                    commit,
+                    config_hash(config),
+                    config_text,
+                    overrides_text,
+                    executed,
+                    from_cache,
+                    seconds_value,
+                    ordinal,
                 ],
             )
             if metric_rows:
@@ -351,7 +387,8 @@ def load_results(db_path: str | Path, run_id: str) -> list[dict[str, Any]]:
         if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone() == (0,):
             raise FolioError(str(db_path), f"unknown run id(s): {run_id}")
         rows = con.execute(
-            f"SELECT run_id, {', '.join(RESULT_COLUMNS)} FROM results WHERE run_id = ? ORDER BY rowid", [run_id]
+            f"SELECT run_id, {', '.join(RESULT_COLUMNS)} FROM results WHERE run_id = ? ORDER BY rowid",
+            [run_id],
         ).fetchall()
     return [dict(zip(("run_id", *RESULT_COLUMNS), row, strict=True)) for row in rows]
 
@@ -398,9 +435,7 @@ def comparison_table(runs: Sequence[Mapping[str, Any]], metrics: Sequence[str] |
     if not runs:
         return "(no runs)"
     table_rows = [
-        (run, qfile, values)
-        for run in runs
-        for qfile, values in ((run.get("metrics") or {"-": {}}).items())
+        (run, qfile, values) for run in runs for qfile, values in ((run.get("metrics") or {"-": {}}).items())
     ]
     if metrics is None:
         metrics = list(dict.fromkeys(name for _, _, values in table_rows for name in values))
@@ -418,7 +453,14 @@ def comparison_table(runs: Sequence[Mapping[str, Any]], metrics: Sequence[str] |
             if len(numbers) >= 2:
                 best[(qfile, name)] = max(numbers) if direction > 0 else min(numbers)
 
-    header = ["run_id", "variant", "question_file", *(f"{m} " for m in metrics), "ingest_run/cached", "seconds"]
+    header = [
+        "run_id",
+        "variant",
+        "question_file",
+        *(f"{m} " for m in metrics),
+        "ingest_run/cached",
+        "seconds",
+    ]
     lines: list[list[str]] = []
     marked = False
     for run, qfile, values in table_rows:
@@ -437,12 +479,17 @@ def comparison_table(runs: Sequence[Mapping[str, Any]], metrics: Sequence[str] |
     n_text = 3
 
     def render(cells: Sequence[str]) -> str:
-        parts = [c.ljust(w) if i < n_text else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        parts = [
+            c.ljust(w) if i < n_text else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
         return "  ".join(parts).rstrip()
 
     out = [render(header), "  ".join("-" * w for w in widths), *(render(cells) for cells in lines)]
     if marked:
-        out.append("* best per question file (lower is better for *_ms and unsupported_rate, higher for rates)")
+        out.append(
+            "* best per question file (lower is better for *_ms and unsupported_rate, higher for rates)"
+        )
     return "\n".join(out)
 
 
@@ -472,7 +519,9 @@ def plot_runs(
         for i, (v, run) in enumerate(zip(variants, runs, strict=True))
     ]
     width = 0.8 / len(present)
-    fig = Figure(figsize=(min(16.0, max(5.0, 0.25 * len(runs) * len(present) + 2)) * len(qfiles), 5.0), dpi=100)
+    fig = Figure(
+        figsize=(min(16.0, max(5.0, 0.25 * len(runs) * len(present) + 2)) * len(qfiles), 5.0), dpi=100
+    )
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(qfiles), squeeze=False)[0]
     for ax, qfile in zip(axes, qfiles, strict=True):

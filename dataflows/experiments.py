@@ -30,7 +30,6 @@ to reclaim the space).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
 import json
@@ -42,15 +41,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataflows.api import book_files
-from dataflows.config import load_config
-from dataflows.library import Library
-from nodes.types import FolioError
+from folio.dataflows.api import book_files
+from folio.dataflows.config import load_config
+from folio.dataflows.library import Library
+from folio.nodes.types import FolioError
 
 BASELINES = ("bm25s", "dense_exact")
 DEFAULT_METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10")
 EXPERIMENT_KEYS = frozenset(
-    {"name", "description", "base", "overrides", "grid", "variants", "baselines", "questions", "books", "metrics"}
+    {
+        "name",
+        "description",
+        "base",
+        "overrides",
+        "grid",
+        "variants",
+        "baselines",
+        "questions",
+        "books",
+        "metrics",
+    }
 )
 DB_NAME = "experiments.duckdb"
 
@@ -156,7 +166,9 @@ def load_experiment(path: str | Path) -> Experiment:
     if not isinstance(baselines, list) or set(baselines) - set(BASELINES):
         raise FolioError(source, f"baselines must be a list of {', '.join(BASELINES)}")
     variants = [Variant(_label(s), {**common, **s}) for s in (sets or [{}])]
-    variants += [Variant(f"baseline {b}", {**common, "search_mode": b, "eval_answers": False}, b) for b in baselines]
+    variants += [
+        Variant(f"baseline {b}", {**common, "search_mode": b, "eval_answers": False}, b) for b in baselines
+    ]
     labels = [v.label for v in variants]
     if len(set(labels)) != len(labels):
         raise FolioError(source, "two variants are the same")
@@ -192,7 +204,7 @@ def variant_config(experiment: Experiment, variant: Variant) -> dict[str, Any]:
 
 def ingest_keys(config: Mapping[str, Any]) -> tuple[str, ...]:
     """The config keys the ingest DAG reads (node parameters and ``@config.when`` keys), from its graph."""
-    from dataflows.drivers import ingest_driver
+    from folio.dataflows.drivers import ingest_driver
 
     dr = ingest_driver(config)
     used = {name for node in dr.graph.nodes.values() for name in node.input_types}
@@ -207,14 +219,18 @@ def ingest_hash(config: Mapping[str, Any]) -> str:
 
 def _book_sources(experiment: Experiment, library: Library) -> list[Path]:
     """The book files the experiment's questions need: its ``books``, else the library's books they name."""
-    from nodes.evaluation import qa_items
+    from folio.nodes.evaluation import qa_items
 
-    named = {Path(i.book_file).name for q in experiment.questions for i in qa_items(str(q)) if i.kind == "book"}
+    named = {
+        Path(i.book_file).name for q in experiment.questions for i in qa_items(str(q)) if i.kind == "book"
+    }
     if experiment.books:
         files = book_files(experiment.books)
         missing = sorted(named - {f.name for f in files})
         if missing:
-            raise FolioError(str(experiment.path), f"the questions name book(s) not under books: {', '.join(missing)}")
+            raise FolioError(
+                str(experiment.path), f"the questions name book(s) not under books: {', '.join(missing)}"
+            )
         return files
     if not named:
         return []
@@ -228,7 +244,9 @@ def _book_sources(experiment: Experiment, library: Library) -> list[Path]:
         )
     gone = [str(by_name[n]) for n in sorted(named) if not by_name[n].exists()]
     if gone:
-        raise FolioError(str(experiment.path), f"source file(s) of ingested books are gone: {', '.join(gone)}")
+        raise FolioError(
+            str(experiment.path), f"source file(s) of ingested books are gone: {', '.join(gone)}"
+        )
     return [by_name[n] for n in sorted(named)]
 
 
@@ -236,8 +254,8 @@ def variant_library(
     library: Library, config: Mapping[str, Any], files: Sequence[Path], progress: bool = False
 ) -> tuple[Library, dict[str, int]]:
     """Ingest ``files`` with ``config`` into its variant library (the main library's caches) → (library, cache counts)."""
-    from dataflows.parallel import ingest_books
-    from nodes.backends.progress import BarProgress, NullProgress
+    from folio.dataflows.parallel import ingest_books
+    from folio.nodes.backends.progress import BarProgress, NullProgress
 
     vlib = Library(library.path / "experiments" / "libraries" / ingest_hash(config))
     report: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
@@ -274,8 +292,8 @@ def run_experiment(
     experiment: str | Path | Experiment, library: str | Path | Library | None = None, progress: bool = False
 ) -> ExperimentReport:
     """Run every variant of an experiment (a file, or one already loaded) against ``library``; save in its DuckDB."""
-    from dataflows import experiment_store
-    from dataflows.evaluation import evaluate
+    from folio.dataflows import experiment_store
+    from folio.dataflows.evaluation import evaluate
 
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
@@ -325,48 +343,3 @@ def run_experiment(
 
 
 # --- CLI -------------------------------------------------------------------------------------------
-
-
-def add_experiment_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``folio experiment EXPERIMENT.yaml | show [RUN ...]`` with ``--library``, ``--plot``, ``--json``."""
-    p = subparsers.add_parser(
-        "experiment",
-        help="run a config-switched experiment (EXPERIMENT.yaml), or show saved runs (show [RUN ...])",
-    )
-    p.add_argument("target", help="an experiment file, or 'show'")
-    p.add_argument("runs", nargs="*", help="with show: run ids (default: the latest experiment's runs)")
-    p.add_argument("--library", default=None)
-    p.add_argument("--batch", default=None, help="with show: the runs of this batch id")
-    p.add_argument("--metrics", default=None, help="comma-separated metric columns (default: the experiment's)")
-    p.add_argument("--plot", default=None, metavar="FILE.png", help="also draw metric vs variant into FILE.png")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=run_experiment_command)
-    return p
-
-
-def run_experiment_command(args: argparse.Namespace) -> int:
-    from dataflows import experiment_store
-
-    lib = Library(args.library)
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    if args.target == "show":
-        db = lib.path / DB_NAME
-        if not db.exists():
-            raise FolioError(str(db), "no experiments yet: run `folio experiment EXPERIMENT.yaml` first")
-        runs = experiment_store.load_runs(db, run_ids=args.runs or None, batch_id=args.batch)
-    else:
-        if args.runs:
-            raise FolioError(args.target, "run ids go with `folio experiment show`")
-        experiment = load_experiment(args.target)
-        metrics = metrics or list(experiment.metrics)
-        runs = run_experiment(experiment, lib, progress=not args.quiet).runs
-    if args.json:
-        print(json.dumps(runs, indent=2, default=str))
-    else:
-        print(experiment_store.comparison_table(runs, metrics))
-    if args.plot:
-        rates = [m for m in metrics or () if experiment_store.is_rate(m)] or ["hit@1", "hit@5", "mrr@10"]
-        plotted = experiment_store.plot_runs(runs, args.plot, metrics=tuple(rates))
-        print(f"plot: {plotted}", file=sys.stderr)
-    return 0

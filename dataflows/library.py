@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from nodes.backends.book_store import BookStore
-from nodes.types import ConceptMap, FolioError, StagedBook
+from folio.nodes.backends.book_store import BookStore
+from folio.nodes.types import ConceptMap, FolioError, StagedBook
 
 CATALOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS books(
@@ -158,8 +158,14 @@ class Library:
         con = duckdb.connect(str(self.catalog_path))
         try:
             con.execute(CATALOG_SCHEMA)
-            have = dict(con.execute("SELECT book_id, content_hash || '|' || embedding_model || '|' || chunk_tokens FROM books").fetchall())
-            want = {i: f"{b['content_hash']}|{b['embedding_model']}|{b['chunk_tokens']}" for i, b in books.items()}
+            have = dict(
+                con.execute(
+                    "SELECT book_id, content_hash || '|' || embedding_model || '|' || chunk_tokens FROM books"
+                ).fetchall()
+            )
+            want = {
+                i: f"{b['content_hash']}|{b['embedding_model']}|{b['chunk_tokens']}" for i, b in books.items()
+            }
             stale = [i for i in have if want.get(i) != have[i]]
             fresh = [i for i in want if have.get(i) != want[i]]
             if not stale and not fresh:
@@ -173,9 +179,18 @@ class Library:
                 con.execute(
                     "INSERT INTO books VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)",
                     [
-                        b["book_id"], b["title"], b["author"], b["language"], b["source_file"], b["format"],
-                        b["content_hash"], b["embedding_model"], b["chunk_tokens"], len(b["chapters"]),
-                        b["n_chunks"], b["n_windows"],
+                        b["book_id"],
+                        b["title"],
+                        b["author"],
+                        b["language"],
+                        b["source_file"],
+                        b["format"],
+                        b["content_hash"],
+                        b["embedding_model"],
+                        b["chunk_tokens"],
+                        len(b["chapters"]),
+                        b["n_chunks"],
+                        b["n_windows"],
                     ],
                 )
                 con.executemany(
@@ -185,7 +200,10 @@ class Library:
                         for c in b["chapters"]
                     ],
                 )
-                con.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", _chunk_rows(self.books_dir / book_id, book_id))
+                con.executemany(
+                    "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    _chunk_rows(self.books_dir / book_id, book_id),
+                )
             con.execute("COMMIT")
         finally:
             con.close()

@@ -24,11 +24,8 @@ import contextlib
 import importlib.util
 import multiprocessing
 import os
-import resource
 import shutil
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,10 +38,10 @@ from hamilton.execution.grouping import NodeGroupPurpose
 from hamilton.execution.state import TaskState
 from hamilton.lifecycle import api as lifecycle
 
-from dataflows.library import Library
-from nodes import collection
-from nodes.backends.progress import BarProgress, Progress
-from nodes.types import BookOutcome, FolioError, StagedBook
+from folio.dataflows.library import Library
+from folio.nodes import collection
+from folio.nodes.backends.progress import BarProgress, Progress
+from folio.nodes.types import BookOutcome, FolioError, StagedBook
 
 POLL_SECONDS = 0.05
 EXECUTORS = ("local", "dask")
@@ -170,7 +167,9 @@ class BookProcessPool(executors.TaskExecutor):
 
     def init(self) -> None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["nodes.collection", "dataflows.drivers", "sentence_transformers"])
+        context.set_forkserver_preload(
+            ["folio.nodes.collection", "folio.dataflows.drivers", "sentence_transformers"]
+        )
         self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
         self.active = []
 
@@ -277,7 +276,7 @@ def shared_metadata_store(library_path: str | Path) -> None:
     "database is locked" in 2 of 5 runs in the default rollback-journal mode, 0 of 3 in WAL (and faster).
     WAL needs every writer on one host, so a remote Dask cluster keeps the default mode.
     """
-    from dataflows.caching import stores
+    from folio.dataflows.caching import stores
 
     metadata, results = stores(library_path)
     try:
@@ -338,35 +337,3 @@ def ingest_books(
 
 
 # --- bench ---------------------------------------------------------------------------------------
-def _peak_rss_mb(who: int) -> float:
-    return round(resource.getrusage(who).ru_maxrss / 1024, 1)
-
-
-def library_bench(data_dir: str | Path) -> dict[str, Any]:
-    """Ingest every book of ``data_dir/books`` into fresh libraries with 1 worker, then 2 workers."""
-    from dataflows.api import book_files
-    from dataflows.config import load_config
-
-    files = book_files([Path(data_dir) / "books"])
-    out: dict[str, Any] = {"books": len(files), "cores": collection._cores()}
-    for workers in (1, 2):
-        config = load_config(overrides={"workers": workers})
-        with tempfile.TemporaryDirectory(prefix=f"folio-bench-w{workers}-") as tmp:
-            lib = Library(tmp)
-            start = time.perf_counter()
-            with lib.writer():
-                results = ingest_books(files, lib, config, Progress())
-            wall = time.perf_counter() - start
-        failed = [str(r) for r in results if isinstance(r, FolioError)]
-        out[f"workers_{workers}"] = {
-            "wall_s": round(wall, 2),
-            "chunks": sum(r.n_chunks for r in results if isinstance(r, StagedBook)),
-            "failed": failed,
-        }
-    out["speedup"] = round(out["workers_1"]["wall_s"] / out["workers_2"]["wall_s"], 2)
-    out["peak_rss_mb"] = {
-        "driver_process": _peak_rss_mb(resource.RUSAGE_SELF),
-        "largest_worker": _peak_rss_mb(resource.RUSAGE_CHILDREN),
-    }
-    out["note"] = "2 shared cores: other work on the machine makes these wall times noisy"
-    return out

@@ -14,18 +14,21 @@ from typing import Any
 
 from hamilton import driver
 
-from dataflows.asking import ask_driver
-from dataflows.config import config_files, load_config
-from dataflows.drivers import ingest_driver, search_driver
-from dataflows.evaluation import eval_driver
-from dataflows.kiwix_query import kiwix_driver
-from dataflows.parallel import library_driver
+from folio.dataflows.asking import ask_driver
+from folio.dataflows.config import config_files, load_config
+from folio.dataflows.drivers import ingest_driver, search_driver
+from folio.dataflows.evaluation import eval_driver
+from folio.dataflows.kiwix_query import kiwix_driver
+from folio.dataflows.parallel import library_driver
 
 VIZ_DIR = Path(__file__).resolve().parent.parent / "viz"
 
 
 def _dag_builders() -> dict[str, Callable[[dict[str, Any]], driver.Driver]]:
-    builders: dict[str, Callable[[dict[str, Any]], driver.Driver]] = {"ingest": ingest_driver, "search": search_driver}
+    builders: dict[str, Callable[[dict[str, Any]], driver.Driver]] = {
+        "ingest": ingest_driver,
+        "search": search_driver,
+    }
     builders["library"] = library_driver  # the library-ingest DAG (its executor variant follows `executor`)
     builders["kiwix"] = kiwix_driver
     builders["ask"] = ask_driver
@@ -38,7 +41,13 @@ def graph_structure(dr: driver.Driver) -> dict[str, Any]:
     nodes = []
     edges = []
     for var in dr.list_available_variables():
-        nodes.append({"name": var.name, "type": getattr(var.type, "__name__", str(var.type)), "input": var.is_external_input})
+        nodes.append(
+            {
+                "name": var.name,
+                "type": getattr(var.type, "__name__", str(var.type)),
+                "input": var.is_external_input,
+            }
+        )
         for dep in var.required_dependencies | var.optional_dependencies:
             edges.append([dep, var.name])
     return {"nodes": sorted(nodes, key=lambda n: n["name"]), "edges": sorted(edges)}

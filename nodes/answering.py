@@ -31,11 +31,11 @@ from typing import Any
 
 from hamilton.function_modifiers import cache, config
 
-from nodes.backends.llm import LLMError, OpenAIChatClient
-from nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, sentence_spans, stems
-from nodes.book_tools import SEMANTIC_UNAVAILABLE, _question_kind
-from nodes.fusion import NO_RESULTS
-from nodes.types import (
+from folio.nodes.backends.llm import LLMError, OpenAIChatClient
+from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, sentence_spans, stems
+from folio.nodes.book_tools import SEMANTIC_UNAVAILABLE, _question_kind
+from folio.nodes.fusion import NO_RESULTS
+from folio.nodes.types import (
     Answer,
     BookEvidence,
     BookInfo,
@@ -75,7 +75,9 @@ def _extractive(question: str, hits: Sequence[Hit], max_citations: int) -> tuple
     so the most direct support is read first; the cited chunks are the top retrieved ones either way.
     """
     terms = stems(question)
-    picked = [(_best_sentence(terms, hit), rank, hit) for rank, hit in enumerate(hits[: max(1, int(max_citations))])]
+    picked = [
+        (_best_sentence(terms, hit), rank, hit) for rank, hit in enumerate(hits[: max(1, int(max_citations))])
+    ]
     picked.sort(key=lambda item: (-item[0][0], item[1]))
     lines, citations = [], []
     for (_, sentence), _, hit in picked:

@@ -43,7 +43,7 @@ from typing import Any
 
 from hamilton.function_modifiers import cache, config
 
-from nodes.backends.tools import (
+from folio.nodes.backends.tools import (
     BookTools,
     BudgetExceeded,
     SemanticUnavailable,
@@ -52,9 +52,9 @@ from nodes.backends.tools import (
     coverage,
     stems,
 )
-from nodes.retrieval import _fuse_convex
-from nodes.text import words
-from nodes.types import BookEvidence, ConceptMap, Hit, RouteDecision
+from folio.nodes.retrieval import _fuse_convex
+from folio.nodes.text import words
+from folio.nodes.types import BookEvidence, ConceptMap, Hit, RouteDecision
 
 SCOPE_MIN_SCORE = 0.2
 SCOPE_KINDS = ("entity", "event")  # themes are too broad to narrow the search (measured)

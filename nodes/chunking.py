@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nodes.backends.encoder import Encoder
-from nodes.types import Chunk, FolioError, Manifest, Window
+from folio.nodes.backends.encoder import Encoder
+from folio.nodes.types import Chunk, FolioError, Manifest, Window
 
 PROFILES = {"narrative": 800, "technical": 512, "poetry": 1024}
 _SNAP_FRACTION = 0.15
-_SENTENCE_END = frozenset('.!?;:"\'”’)')
+_SENTENCE_END = frozenset(".!?;:\"'”’)")
 
 
 def _breakpoint_after(text: str, token_end: int, next_start: int | None) -> int:
@@ -66,9 +66,7 @@ def _token_spans(
     return spans
 
 
-def _windows_of(
-    offsets: Sequence[tuple[int, int]], size: int, overlap: int
-) -> list[tuple[int, int]]:
+def _windows_of(offsets: Sequence[tuple[int, int]], size: int, overlap: int) -> list[tuple[int, int]]:
     """Token index ranges ``[a, b)`` covering all tokens with windows of at most ``size`` tokens."""
     n = len(offsets)
     if n <= size:

@@ -30,8 +30,8 @@ from typing import Any
 from hamilton.function_modifiers import config
 from hamilton.htypes import Collect, Parallelizable
 
-from nodes.backends.progress import Progress
-from nodes.types import BookOutcome, FolioError
+from folio.nodes.backends.progress import Progress
+from folio.nodes.types import BookOutcome, FolioError
 
 
 def _cores() -> int:
@@ -81,10 +81,10 @@ def _ingest_one(
 
     ``cache_library`` is the library whose caches the run uses (the target library, or an experiment's main one).
     """
-    from dataflows.caching import last_run
-    from dataflows.drivers import ingest_driver
-    from dataflows.library import Library
-    from nodes.backends.embedding_cache import EmbeddingCache
+    from folio.dataflows.caching import last_run
+    from folio.dataflows.drivers import ingest_driver
+    from folio.dataflows.library import Library
+    from folio.nodes.backends.embedding_cache import EmbeddingCache
 
     if not os.environ.get("FOLIO_DEBUG"):  # a failure comes back as one line, not Hamilton's traceback log
         logging.getLogger("hamilton").setLevel(logging.CRITICAL)

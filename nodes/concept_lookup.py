@@ -20,8 +20,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from nodes.text import STOPWORDS, words
-from nodes.types import ConceptMap, ConceptMatch, ConceptMatches
+from folio.nodes.text import STOPWORDS, words
+from folio.nodes.types import ConceptMap, ConceptMatch, ConceptMatches
 
 _KIND_WEIGHT = {"entity": 1.0, "event": 1.0, "theme": 0.8}
 _KIND_ORDER = {"entity": 0, "event": 1, "theme": 2}  # ties between equal scores in format_matches
@@ -56,7 +56,7 @@ def _phrase_words(text: str) -> tuple[str, ...]:
 
 def _lookup_index(concept_map: ConceptMap) -> _LookupIndex:
     """Phrases and an inverted index of a concept map, built once per map object (pure)."""
-    from nodes.concepts import _HONORIFICS  # at call time: nodes.concepts re-exports this module
+    from folio.nodes.concepts import _HONORIFICS  # at call time: nodes.concepts re-exports this module
 
     titles = frozenset(_HONORIFICS)
     items: list[_Item] = []

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nodes.concept_lookup import concept_map_lookup  # noqa: F401
-from nodes.text import STOPWORDS, fold, words
-from nodes.types import (
+from folio.nodes.concept_lookup import concept_map_lookup  # noqa: F401
+from folio.nodes.text import STOPWORDS, fold, words
+from folio.nodes.types import (
     Chunk,
     ConceptMap,
     Entity,

@@ -27,8 +27,8 @@ from typing import Any
 
 from hamilton.function_modifiers import cache, config
 
-from nodes.scoring import _is_definitional
-from nodes.types import Candidate, FolioError, KiwixBook
+from folio.nodes.scoring import _is_definitional
+from folio.nodes.types import Candidate, FolioError, KiwixBook
 
 logger = logging.getLogger(__name__)
 

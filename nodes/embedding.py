@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 from hamilton.function_modifiers import cache, config
 
-from nodes.backends.embedding_cache import EmbeddingCache
-from nodes.backends.encoder import Encoder, load_encoder, unit_means
-from nodes.backends.progress import Progress
-from nodes.types import Chunk, Window
+from folio.nodes.backends.embedding_cache import EmbeddingCache
+from folio.nodes.backends.encoder import Encoder, load_encoder, unit_means
+from folio.nodes.backends.progress import Progress
+from folio.nodes.types import Chunk, Window
 
 
 @cache(behavior="recompute")
@@ -70,7 +70,9 @@ def _chunk_shares(windows: tuple[Window, ...]) -> list[float]:
     return [1.0 / per_chunk[w.chunk_id] for w in windows]
 
 
-def chunk_vectors(window_vectors: np.ndarray, windows: tuple[Window, ...], chunks: tuple[Chunk, ...]) -> np.ndarray:
+def chunk_vectors(
+    window_vectors: np.ndarray, windows: tuple[Window, ...], chunks: tuple[Chunk, ...]
+) -> np.ndarray:
     """One normalised vector per chunk (row ``i`` = ``chunks[i]``): the mean of its windows."""
     position = {c.chunk_id: i for i, c in enumerate(chunks)}
     index = np.fromiter((position[w.chunk_id] for w in windows), dtype=np.int64, count=len(windows))

@@ -49,9 +49,9 @@ from pathlib import Path
 import numpy as np
 from hamilton.function_modifiers import cache, config
 
-from nodes.backends.book_store import BookStore
-from nodes.text import words
-from nodes.types import Answer, Citation, FolioError, Hit
+from folio.nodes.backends.book_store import BookStore
+from folio.nodes.text import words
+from folio.nodes.types import Answer, Citation, FolioError, Hit
 
 SHINGLE = 5
 _WORD_RUN = re.compile(r"[^\W_]+")
@@ -243,7 +243,9 @@ def _locate(item: QAItem, store: BookStore, aligner: _BookAligner | None) -> Gol
         want = item.gold_chapter.strip().lower()
         for chapter in store.descriptor["chapters"]:
             if want in (chapter["chapter_id"].lower(), chapter["title"].strip().lower()):
-                return GoldSpan(store.book_id, chapter["chapter_id"], 0, chapter["length"], whole_chapter=True)
+                return GoldSpan(
+                    store.book_id, chapter["chapter_id"], 0, chapter["length"], whole_chapter=True
+                )
     return None
 
 
@@ -331,13 +333,21 @@ def _contains_answer(accepted: Sequence[str], texts: Sequence[str]) -> bool | No
 
 
 def _citation_key(c: Citation) -> str:
-    return f"{c.book_id}/{c.chunk_id}" if c.kind == "book" else f"{c.zim}/{c.path}" if c.kind == "kiwix" else c.url
+    return (
+        f"{c.book_id}/{c.chunk_id}"
+        if c.kind == "book"
+        else f"{c.zim}/{c.path}"
+        if c.kind == "kiwix"
+        else c.url
+    )
 
 
 def _cites_gold(item: QAItem, gold: GoldSpan | None, resolved: Sequence[tuple[Citation, str]]) -> bool:
     """The gold article is cited (Kiwix), or a cited chunk is a hit for the gold span (books)."""
     if item.kind == "kiwix":
-        return any(c.kind == "kiwix" and (c.zim, c.path) == (item.gold_zim, item.gold_path) for c, _ in resolved)
+        return any(
+            c.kind == "kiwix" and (c.zim, c.path) == (item.gold_zim, item.gold_path) for c, _ in resolved
+        )
     return gold is not None and any(
         c.kind == "book"
         and _is_hit(Hit(c.book_id, c.chapter_id, "", c.chunk_id, c.start, c.end, 0.0, text), gold)
@@ -353,7 +363,7 @@ def _check(
     evidence_text: Callable[[Citation], str | None],
 ) -> AnswerCheck:
     """Score one answer: containment, grounding, support, whether the gold is cited."""
-    from nodes.answering import NOT_FOUND
+    from folio.nodes.answering import NOT_FOUND
 
     resolved = [(c, evidence_text(c) or "") for c in answer.citations]
     grounded = all(text for _, text in resolved) if resolved else None
@@ -414,7 +424,9 @@ def retrieval_records(
             t0 = time.perf_counter()
             keys = list(kiwix_searcher(item.question))
             latency = (time.perf_counter() - t0) * 1000
-            rank = next((i for i, key in enumerate(keys, 1) if tuple(key) == (item.gold_zim, item.gold_path)), None)
+            rank = next(
+                (i for i, key in enumerate(keys, 1) if tuple(key) == (item.gold_zim, item.gold_path)), None
+            )
             top = tuple((f"{zim}/{path}", 0, 0) for zim, path in keys[:10])
             records.append(EvalRecord(item.qid, item.question, True, rank, round(latency, 2), top, "kiwix"))
             continue

@@ -20,9 +20,9 @@ from typing import Any
 
 from hamilton.function_modifiers import cache as _cache
 
-from nodes.backends.tools import PendingJobs, shared_pool, stems
-from nodes.text import sentences as _sentence_spans
-from nodes.types import (
+from folio.nodes.backends.tools import PendingJobs, shared_pool, stems
+from folio.nodes.text import sentences as _sentence_spans
+from folio.nodes.types import (
     ContextSection,
     FolioError,
     FusedContext,

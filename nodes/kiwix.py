@@ -48,9 +48,9 @@ from typing import Any
 
 from hamilton.function_modifiers import cache, config
 
-from nodes.backends.html_text import EXCERPT_CHARS, truncate_words
-from nodes.scoring import _POSSESSIVE_RE, _STOP_WORDS, _WORD_RE, _named_phrases, _rank, _stem, _words
-from nodes.types import BookSearch, Candidate, FolioError, KiwixBook
+from folio.nodes.backends.html_text import EXCERPT_CHARS, truncate_words
+from folio.nodes.scoring import _POSSESSIVE_RE, _STOP_WORDS, _WORD_RE, _named_phrases, _rank, _stem, _words
+from folio.nodes.types import BookSearch, Candidate, FolioError, KiwixBook
 
 logger = logging.getLogger(__name__)
 
@@ -318,7 +318,7 @@ BOOK_RANKING_SCHEMA: dict[str, Any] = {
 @config.when(kiwix="libzim")
 def kiwix_backend__libzim(zim_paths: list[str]) -> Any:
     """The embedded libzim backend over the given ZIM files (not cached: it holds open archives)."""
-    from nodes.backends.zim import ZimBackend
+    from folio.nodes.backends.zim import ZimBackend
 
     return ZimBackend([str(p) for p in zim_paths])
 
@@ -327,7 +327,7 @@ def kiwix_backend__libzim(zim_paths: list[str]) -> Any:
 @config.when(kiwix="http")
 def kiwix_backend__http(kiwix_url: str, kiwix_timeout_seconds: int | float) -> Any:
     """A kiwix-serve backend (not cached: it holds an HTTP client)."""
-    from nodes.backends.kiwix_http import KiwixHttpBackend
+    from folio.nodes.backends.kiwix_http import KiwixHttpBackend
 
     if not kiwix_url:
         raise FolioError("kiwix_url", "kiwix: http needs kiwix_url (the base URL of a kiwix-serve)")
@@ -344,7 +344,7 @@ def kiwix_llm__openai(
     llm_max_retries: int,
 ) -> Any:
     """The OpenAI-compatible chat client used for book ranking and disambiguation (not cached)."""
-    from nodes.backends.llm import OpenAIChatClient
+    from folio.nodes.backends.llm import OpenAIChatClient
 
     return OpenAIChatClient(llm_base_url, llm_model, llm_api_key_env, llm_timeout_seconds, llm_max_retries)
 

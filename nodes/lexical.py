@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hamilton.function_modifiers import cache
 
-from nodes.types import Chunk, IndexFile, Manifest, Window
+from folio.nodes.types import Chunk, IndexFile, Manifest, Window
 
 SCHEMA = """
 CREATE TABLE chapters(chapter_id TEXT PRIMARY KEY, ord INTEGER NOT NULL, title TEXT NOT NULL, text TEXT NOT NULL);
@@ -30,7 +30,9 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(
 """
 
 
-def _write_store(path: Path, manifest: Manifest, chunks: tuple[Chunk, ...], windows: tuple[Window, ...]) -> None:
+def _write_store(
+    path: Path, manifest: Manifest, chunks: tuple[Chunk, ...], windows: tuple[Window, ...]
+) -> None:
     import apsw
 
     path.parent.mkdir(parents=True, exist_ok=True)

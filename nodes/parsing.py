@@ -81,7 +81,7 @@ from hamilton.function_modifiers import cache
 from lxml import etree
 from lxml import html as lxml_html
 
-from nodes.types import Chapter, FolioError, Manifest, ParsedBook, RawChapter
+from folio.nodes.types import Chapter, FolioError, Manifest, ParsedBook, RawChapter
 
 # --- nodes -----------------------------------------------------------------------------------------
 

@@ -28,9 +28,9 @@ from dataclasses import replace
 import numpy as np
 from hamilton.function_modifiers import cache, config
 
-from nodes.backends import baselines
-from nodes.backends.encoder import Encoder
-from nodes.types import Hit
+from folio.nodes.backends import baselines
+from folio.nodes.backends.encoder import Encoder
+from folio.nodes.types import Hit
 
 
 def _depth(k: int) -> int:
@@ -63,8 +63,7 @@ def _fuse_convex(lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float,
         fused.append((score, ls, ss, hit))
     fused.sort(key=lambda t: (-t[0], -t[1], -t[2], t[3].book_id, t[3].start))
     return tuple(
-        replace(h, score=s, signals=(("lexical", ls), ("semantic", ss)))
-        for s, ls, ss, h in fused[:k]
+        replace(h, score=s, signals=(("lexical", ls), ("semantic", ss))) for s, ls, ss, h in fused[:k]
     )
 
 
@@ -90,9 +89,7 @@ def query_vector(query: str, encoder: Encoder) -> np.ndarray:
 
 
 @cache(behavior="recompute")
-def lexical_hits(
-    query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int
-) -> tuple[Hit, ...]:
+def lexical_hits(query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int) -> tuple[Hit, ...]:
     """bm25-ranked chunks from every store, merged."""
     depth = _depth(search_k)
     return _merge([s.lexical(query, depth, chapter_ids) for s in book_stores], depth)

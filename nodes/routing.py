@@ -34,11 +34,11 @@ from typing import Any
 
 from hamilton.function_modifiers import cache, config
 
-from nodes.backends.llm import LLMError
-from nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, stem, stems
-from nodes.scoring import _is_definitional
-from nodes.text import STOPWORDS, words
-from nodes.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
+from folio.nodes.backends.llm import LLMError
+from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, stem, stems
+from folio.nodes.scoring import _is_definitional
+from folio.nodes.text import STOPWORDS, words
+from folio.nodes.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
 
 BOOK_MIN_SIGNAL = 0.6
 NOT_BOOK_MAX_SIGNAL = 0.3

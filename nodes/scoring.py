@@ -27,7 +27,7 @@ from __future__ import annotations
 import html
 import re
 
-from nodes.types import Candidate, ScoredCandidate
+from folio.nodes.types import Candidate, ScoredCandidate
 
 EXACT_TITLE = 20.0
 STEMMED_TITLE = 15.0
@@ -67,8 +67,6 @@ _DEFINITIONAL_RE = re.compile(
     r"what['’]?s\s+the\s+deal\s+with|what['’]?s\s+up\s+with)\s+\S",
     re.IGNORECASE,
 )
-
-
 
 
 def _words(text: str) -> tuple[str, ...]:

@@ -13,14 +13,19 @@ from pathlib import Path
 
 from hamilton.function_modifiers import cache
 
-from nodes.backends.encoder import Encoder
-from nodes.types import Chunk, ConceptMap, IndexFile, Manifest, StagedBook
+from folio.nodes.backends.encoder import Encoder
+from folio.nodes.types import Chunk, ConceptMap, IndexFile, Manifest, StagedBook
 
 FORMAT_VERSION = 1
 
 
 def _descriptor(
-    manifest: Manifest, chunks: tuple[Chunk, ...], n_windows: int, model_id: str, chunk_size: int, chunk_overlap: float
+    manifest: Manifest,
+    chunks: tuple[Chunk, ...],
+    n_windows: int,
+    model_id: str,
+    chunk_size: int,
+    chunk_overlap: float,
 ) -> dict[str, object]:
     per_chapter: dict[str, int] = {}
     for chunk in chunks:
@@ -65,7 +70,9 @@ def staged_book(
     staging_dir: str,
 ) -> StagedBook:
     """The complete staged book directory; ``book.json`` is written last."""
-    descriptor = _descriptor(manifest, chunks, vector_index.count, encoder.model_id, chunk_size, chunk_overlap)
+    descriptor = _descriptor(
+        manifest, chunks, vector_index.count, encoder.model_id, chunk_size, chunk_overlap
+    )
     path = Path(staging_dir) / "book.json"
     path.write_text(json.dumps(descriptor, indent=1, ensure_ascii=False), encoding="utf-8")
     return StagedBook(
@@ -83,4 +90,6 @@ def concept_map_file(concept_map: ConceptMap, staging_dir: str) -> IndexFile:
     """The book's concept map as deterministic JSON (``concept_map.json``) in the staging directory."""
     path = Path(staging_dir) / "concept_map.json"
     path.write_bytes(concept_map.to_json())
-    return IndexFile(path=str(path), count=len(concept_map.entities) + len(concept_map.themes) + len(concept_map.events))
+    return IndexFile(
+        path=str(path), count=len(concept_map.entities) + len(concept_map.themes) + len(concept_map.events)
+    )

@@ -297,7 +297,7 @@ class ConceptMap:
 
     def lookup(self, query: str, limit: int = 10) -> ConceptMatches:
         """Items matching ``query`` and their chapters, best first (``nodes.concept_lookup.concept_map_lookup``)."""
-        from nodes.concept_lookup import concept_map_lookup
+        from folio.nodes.concept_lookup import concept_map_lookup
 
         return concept_map_lookup(self, query, limit)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from hamilton.function_modifiers import cache
 
-from nodes.types import IndexFile
+from folio.nodes.types import IndexFile
 
 
 def _write_index(directory: Path, vectors: np.ndarray, connectivity: int, expansion_add: int) -> None:
@@ -25,7 +25,11 @@ def _write_index(directory: Path, vectors: np.ndarray, connectivity: int, expans
     directory.mkdir(parents=True, exist_ok=True)
     np.save(directory / "vectors.npy", np.ascontiguousarray(vectors, dtype=np.float32))
     index = Index(
-        ndim=vectors.shape[1], metric="cos", dtype="f32", connectivity=connectivity, expansion_add=expansion_add
+        ndim=vectors.shape[1],
+        metric="cos",
+        dtype="f32",
+        connectivity=connectivity,
+        expansion_add=expansion_add,
     )
     if len(vectors):
         index.add(np.arange(len(vectors), dtype=np.uint64), np.ascontiguousarray(vectors, dtype=np.float32))

@@ -29,13 +29,13 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def encoder():
     """The bundled MiniLM encoder, loaded once per test session."""
-    from nodes.backends.encoder import load_encoder
+    from folio.nodes.backends.encoder import load_encoder
 
     return load_encoder("minilm")
 
 
 def _ingest_into(path: Path, files: list[Path]):
-    from dataflows.api import ingest
+    from folio.dataflows.api import ingest
 
     report = ingest(files, library=path)
     assert report.ok, [str(e) for e in report.errors]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dataflows.asking import ask
-from nodes.answering import NOT_FOUND, _cited, _extractive, _located, _not_found
-from nodes.types import Hit
+from folio.dataflows.asking import ask
+from folio.nodes.answering import NOT_FOUND, _cited, _extractive, _located, _not_found
+from folio.nodes.types import Hit
 from tests.servers import Reply, ScriptedLLMServer
 
 
@@ -94,7 +94,7 @@ def test_llm_answer_without_markers_falls_back_to_extractive(fairytale_library: 
 
 
 def test_agent_calls_the_tools_and_cites_a_returned_chunk(fairytale_library: Path) -> None:
-    from dataflows.asking import _library
+    from folio.dataflows.asking import _library
 
     _, stores, _ = _library(fairytale_library)
     potter = next(s for s in stores.values() if s.book_id.startswith("the-great-big-treasury"))
@@ -159,5 +159,7 @@ def test_extractive_lines_put_the_best_covering_sentence_first() -> None:
         hit("c2", "Don't go into Mr. McGregor's garden: your father had an accident there.", 900),
     ]
     text, citations = _extractive("Why not go into Mr. McGregor's garden?", hits, 3)
-    assert text.splitlines()[0] == "Don't go into Mr. McGregor's garden: your father had an accident there. [1]"
+    assert (
+        text.splitlines()[0] == "Don't go into Mr. McGregor's garden: your father had an accident there. [1]"
+    )
     assert [c.chunk_id for c in citations] == ["c2", "c1"]

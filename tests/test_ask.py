@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
 import pytest
 
-from dataflows.asking import add_ask_parser, ask, ask_config, ask_driver, run_ask_command
-from dataflows.config import load_config
-from dataflows.library import Library
-from nodes.backends.tools import Session
-from nodes.evaluation import _BookAligner, _is_hit, _locate, qa_items
-from nodes.fusion import NO_RESULTS
-from nodes.types import FolioError, SourceResult
+from folio.dataflows.asking import ask, ask_config, ask_driver
+from folio.dataflows.cli import main
+from folio.dataflows.config import load_config
+from folio.dataflows.library import Library
+from folio.nodes.backends.tools import Session
+from folio.nodes.evaluation import _BookAligner, _is_hit, _locate, qa_items
+from folio.nodes.fusion import NO_RESULTS
+from folio.nodes.types import FolioError, SourceResult
 from tests.conftest import QA, REPO_DIR, ZIMS
 
 MOBY_QUESTIONS = REPO_DIR / "tests" / "qa" / "moby_dick_questions.jsonl"
@@ -123,12 +123,9 @@ def test_session_caches_across_questions(fairytale_library: Path) -> None:
 
 
 def test_cli_prints_the_json_answer(fairytale_library: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    parser = argparse.ArgumentParser()
-    add_ask_parser(parser.add_subparsers())
-    args = parser.parse_args(
-        ["ask", "Who made camomile tea for Peter?", "--library", str(fairytale_library), "--json"]
+    assert (
+        main(["ask", "Who made camomile tea for Peter?", "--library", str(fairytale_library), "--json"]) == 0
     )
-    assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"answer", "citations", "route", "sources_used", "tool_calls", "notes"}
     assert set(out["citations"][0]) == {"book_id", "chapter_id", "chapter_title", "chunk_id", "start", "end"}
@@ -136,10 +133,7 @@ def test_cli_prints_the_json_answer(fairytale_library: Path, capsys: pytest.Capt
 
 
 def test_cli_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = argparse.Namespace(
-        question="Who is Ahab?", config=None, library=str(tmp_path), zim=None, kiwix_url=None, json=False
-    )
-    assert run_ask_command(args) == 1
+    assert main(["ask", "Who is Ahab?", "--library", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "nothing to ask" in err
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.backends.html_text import (
+from folio.nodes.backends.html_text import (
     EXCERPT_CHARS,
     PageText,
     clean_title,

@@ -8,17 +8,17 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from nodes.backends import KiwixBackend
-from nodes.backends.html_text import EXCERPT_CHARS
-from nodes.backends.kiwix_http import (
+from folio.nodes.backends import KiwixBackend
+from folio.nodes.backends.html_text import EXCERPT_CHARS
+from folio.nodes.backends.kiwix_http import (
     KiwixHttpBackend,
     link_path,
     parse_catalog,
     parse_search_results,
     parse_suggestions,
 )
-from nodes.backends.zim import ZimBackend
-from nodes.types import FolioError
+from folio.nodes.backends.zim import ZimBackend
+from folio.nodes.types import FolioError
 from tests.conftest import DATA_DIR
 from tests.servers import KiwixServe, SlowHTTPServer, dead_url, start_kiwix_serve
 

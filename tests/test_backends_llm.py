@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from nodes.backends.llm import (
+from folio.nodes.backends.llm import (
     LLMError,
     OpenAIChatClient,
     check_schema,
     parse_json_answer,
 )
-from nodes.types import FolioError
+from folio.nodes.types import FolioError
 from tests.servers import Reply, ScriptedLLMServer, dead_url
 
 SCHEMA: dict[str, Any] = {

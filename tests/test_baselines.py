@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataflows.config import load_config
-from dataflows.drivers import search_driver
-from dataflows.library import Library
-from nodes.backends import baselines
-from nodes.backends.baselines import BM25S_INSTALL, Bm25Index, chunk_mean_vectors, top_positions
-from nodes.types import FolioError, Hit
+from folio.dataflows.config import load_config
+from folio.dataflows.drivers import search_driver
+from folio.dataflows.library import Library
+from folio.nodes.backends import baselines
+from folio.nodes.backends.baselines import BM25S_INSTALL, Bm25Index, chunk_mean_vectors, top_positions
+from folio.nodes.types import FolioError, Hit
 
 # --- pure helpers ------------------------------------------------------------------------------
 
@@ -42,7 +42,11 @@ def test_chunk_mean_vectors_rejects_mismatched_owners():
 def test_top_positions_orders_by_score_then_position_and_honours_mask_and_floor():
     scores = np.array([0.5, 0.9, 0.5, 0.0, 0.7])
     assert top_positions(scores, 3) == [(1, 0.9), (4, 0.7), (0, 0.5)]
-    assert top_positions(scores, 10, mask=np.array([1, 0, 1, 1, 0], dtype=bool)) == [(0, 0.5), (2, 0.5), (3, 0.0)]
+    assert top_positions(scores, 10, mask=np.array([1, 0, 1, 1, 0], dtype=bool)) == [
+        (0, 0.5),
+        (2, 0.5),
+        (3, 0.0),
+    ]
     assert [p for p, _ in top_positions(scores, 10, min_score=0.0)] == [1, 4, 0, 2]
     assert top_positions(scores, 0) == []
 
@@ -92,7 +96,9 @@ def stores(alice_library: Path) -> tuple:
     baselines.clear_cache()
 
 
-def _search(mode: str, query: str, stores: tuple, chapter_ids: tuple | None = None, **overrides) -> tuple[Hit, ...]:
+def _search(
+    mode: str, query: str, stores: tuple, chapter_ids: tuple | None = None, **overrides
+) -> tuple[Hit, ...]:
     dr = search_driver(load_config(overrides={"search_mode": mode, **overrides}))
     inputs = {"query": query, "book_stores": stores, "chapter_ids": chapter_ids}
     return dr.execute(["search_results"], inputs=inputs)["search_results"]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dataflows.asking import _library
-from nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, extractive_summary
-from nodes.book_tools import SEMANTIC_UNAVAILABLE, _evidence, _plan, _question_kind, _scope
-from nodes.types import ConceptMatch, ConceptMatches
+from folio.dataflows.asking import _library
+from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, extractive_summary
+from folio.nodes.book_tools import SEMANTIC_UNAVAILABLE, _evidence, _plan, _question_kind, _scope
+from folio.nodes.types import ConceptMatch, ConceptMatches
 
 
 @pytest.fixture(scope="module")

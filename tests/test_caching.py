@@ -2,10 +2,10 @@
 
 import shutil
 
-from dataflows.api import ingest
-from dataflows.caching import DiskCacheResultStore, cache_info, last_run
-from dataflows.config import load_config
-from dataflows.drivers import ingest_driver
+from folio.dataflows.api import ingest
+from folio.dataflows.caching import DiskCacheResultStore, cache_info, last_run
+from folio.dataflows.config import load_config
+from folio.dataflows.drivers import ingest_driver
 from tests.conftest import ALICE_EPUB, BOOKS
 
 ALWAYS_RUN = {"parsed_book", "encoder", "lexical_index", "vector_index", "concept_map_file", "staged_book"}
@@ -20,7 +20,9 @@ def _reingest(library, **overrides):
 def test_unchanged_book_reuses_every_cached_node(alice_copy):
     run = _reingest(alice_copy)
     assert set(run["executed"]) <= ALWAYS_RUN
-    assert {"manifest", "chunks", "windows", "window_vectors", "chunk_vectors", "concept_map"} <= set(run["from_cache"])
+    assert {"manifest", "chunks", "windows", "window_vectors", "chunk_vectors", "concept_map"} <= set(
+        run["from_cache"]
+    )
 
 
 def test_new_theme_threshold_reclusters_only(alice_copy):
@@ -31,7 +33,9 @@ def test_new_theme_threshold_reclusters_only(alice_copy):
 
 def test_new_chunk_size_rechunks_and_reembeds(alice_copy):
     run = _reingest(alice_copy, chunk_tokens=512)
-    assert {"chunk_size", "chunks", "windows", "window_vectors", "chunk_vectors", "concept_map"} <= set(run["executed"])
+    assert {"chunk_size", "chunks", "windows", "window_vectors", "chunk_vectors", "concept_map"} <= set(
+        run["executed"]
+    )
     assert "manifest" in run["from_cache"]
 
 
@@ -44,7 +48,10 @@ def test_edited_chapter_reembeds_only_its_windows(tmp_path):
     text = book.read_text(encoding="utf-8-sig")
     anchor = "There was a table set out under a tree in front of the house"
     assert anchor in text
-    book.write_text(text.replace(anchor, "A long table, edited for this test, stood under a tree. " + anchor), encoding="utf-8")
+    book.write_text(
+        text.replace(anchor, "A long table, edited for this test, stood under a tree. " + anchor),
+        encoding="utf-8",
+    )
     assert ingest([book], library=library).ok
     added = cache_info(library)["window_embeddings"] - first
     assert 0 < added <= 0.1 * first  # one chapter's windows at most, not the book's
@@ -58,7 +65,7 @@ def test_cache_lives_inside_each_library(alice_copy, tmp_path):
 
 
 def test_clients_are_versioned_but_never_stored(tmp_path):
-    from nodes.backends.encoder import load_encoder
+    from folio.nodes.backends.encoder import load_encoder
 
     store = DiskCacheResultStore(tmp_path / "results")
     store.set("v1", load_encoder("minilm"))

@@ -2,8 +2,8 @@ from itertools import pairwise
 
 import pytest
 
-from nodes.chunking import _token_spans, _windows_of, chunk_size, chunks, windows
-from nodes.types import Chapter, FolioError, Manifest
+from folio.nodes.chunking import _token_spans, _windows_of, chunk_size, chunks, windows
+from folio.nodes.types import Chapter, FolioError, Manifest
 
 
 def _manifest(*texts: str) -> Manifest:

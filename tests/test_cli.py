@@ -10,7 +10,13 @@ from tests.conftest import REPO_DIR
 
 def _folio(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
-    return subprocess.run([sys.executable, "-m", "dataflows.cli", *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "folio.dataflows.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_concepts_json_lists_matches_with_chapter_titles(alice_library):

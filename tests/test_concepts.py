@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataflows.config import load_config
-from dataflows.library import Library
-from nodes import concept_lookup, concepts
-from nodes.concept_lookup import format_matches
-from nodes.concepts import _entity_drafts, _stable_id, _theme_clusters, _top_terms, concept_map
-from nodes.text import fold
-from nodes.types import (
+from folio.dataflows.config import load_config
+from folio.dataflows.library import Library
+from folio.nodes import concept_lookup, concepts
+from folio.nodes.concept_lookup import format_matches
+from folio.nodes.concepts import _entity_drafts, _stable_id, _theme_clusters, _top_terms, concept_map
+from folio.nodes.text import fold
+from folio.nodes.types import (
     Chapter,
     Chunk,
     ConceptMap,
@@ -65,7 +65,7 @@ class StoredBook:
 
     def chunk_vectors(self, n_chunks: int) -> np.ndarray:
         """Chunk vectors rebuilt from the stored window vectors, as the pipeline computes them."""
-        from nodes.backends.encoder import unit_means
+        from folio.nodes.backends.encoder import unit_means
 
         sql = "SELECT window_id, chunk_rowid FROM windows ORDER BY window_id"
         with sqlite3.connect(f"file:{self.directory / 'book.sqlite'}?mode=ro", uri=True) as con:
@@ -402,7 +402,7 @@ def test_sherlock_themes_split_the_stories(sherlock, sherlock_map) -> None:
 
 
 def test_sherlock_rebuild_from_the_stored_book_is_byte_identical(sherlock) -> None:
-    from nodes.parsing import manifest, parsed_book
+    from folio.nodes.parsing import manifest, parsed_book
 
     book = manifest(parsed_book(sherlock.descriptor["source_file"]))
     assert book.book_id == sherlock.cmap.book_id

@@ -1,12 +1,17 @@
 import pytest
 
-from dataflows.config import config_files, load_config
-from nodes.types import FolioError
+from folio.dataflows.config import config_files, load_config
+from folio.nodes.types import FolioError
 
 
 def test_defaults_select_the_embedded_no_llm_local_variants():
     config = load_config(environ={})
-    assert (config["kiwix"], config["llm"], config["executor"], config["search_mode"]) == ("libzim", "none", "local", "hybrid")
+    assert (config["kiwix"], config["llm"], config["executor"], config["search_mode"]) == (
+        "libzim",
+        "none",
+        "local",
+        "hybrid",
+    )
 
 
 def test_environment_overrides_a_key_by_its_upper_case_name():

@@ -10,11 +10,11 @@ from typing import Any
 import diskcache
 import pytest
 
-from dataflows.config import load_config
-from dataflows.kiwix_query import kiwix_answer
-from nodes.backends.llm import OpenAIChatClient
-from nodes.backends.zim import ZimBackend
-from nodes.disambiguation import (
+from folio.dataflows.config import load_config
+from folio.dataflows.kiwix_query import kiwix_answer
+from folio.nodes.backends.llm import OpenAIChatClient
+from folio.nodes.backends.zim import ZimBackend
+from folio.nodes.disambiguation import (
     CACHE_KEY_PREFIX,
     _contains_whole_word,
     _llm_applies,
@@ -22,7 +22,7 @@ from nodes.disambiguation import (
     disambiguation_candidates__none,
     disambiguation_candidates__openai,
 )
-from nodes.types import KiwixBook
+from folio.nodes.types import KiwixBook
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer
 

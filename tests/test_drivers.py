@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from dataflows.config import config_files, load_config
-from dataflows.drivers import ingest_driver, search_driver
-from dataflows.viz import VIZ_DIR, diagrams, graph_structure
+from folio.dataflows.config import config_files, load_config
+from folio.dataflows.drivers import ingest_driver, search_driver
+from folio.dataflows.viz import VIZ_DIR, diagrams, graph_structure
 
 CONFIGS = config_files()
 
@@ -15,7 +15,16 @@ CONFIGS = config_files()
 def test_every_config_builds_the_ingest_and_search_drivers(path):
     config = load_config(path, environ={})
     ingest = {v.name for v in ingest_driver(config).list_available_variables()}
-    assert {"parsed_book", "manifest", "chunks", "lexical_index", "window_vectors", "vector_index", "concept_map", "staged_book"} <= ingest
+    assert {
+        "parsed_book",
+        "manifest",
+        "chunks",
+        "lexical_index",
+        "window_vectors",
+        "vector_index",
+        "concept_map",
+        "staged_book",
+    } <= ingest
     search = {v.name for v in search_driver(config).list_available_variables()}
     assert "search_results" in search
 
@@ -26,7 +35,9 @@ def test_search_mode_selects_exactly_one_results_variant():
         upstream = {v.name for v in dr.list_available_variables() if v.name == "search_results"}
         assert upstream == {"search_results"}
     lexical = search_driver(load_config(overrides={"search_mode": "lexical"}, environ={}))
-    deps = next(v for v in lexical.list_available_variables() if v.name == "search_results").required_dependencies
+    deps = next(
+        v for v in lexical.list_available_variables() if v.name == "search_results"
+    ).required_dependencies
     assert "semantic_hits" not in deps
 
 
@@ -34,5 +45,9 @@ def test_committed_diagrams_match_the_code():
     for config_name, dag, dr in diagrams():
         committed = VIZ_DIR / f"{config_name}.{dag}.json"
         assert committed.exists(), f"{committed} missing: run `folio viz`"
-        assert json.loads(committed.read_text()) == graph_structure(dr), f"{committed} is stale: run `folio viz`"
-        assert (VIZ_DIR / f"{config_name}.{dag}.svg").exists() and (VIZ_DIR / f"{config_name}.{dag}.png").exists()
+        assert json.loads(committed.read_text()) == graph_structure(dr), (
+            f"{committed} is stale: run `folio viz`"
+        )
+        assert (VIZ_DIR / f"{config_name}.{dag}.svg").exists() and (
+            VIZ_DIR / f"{config_name}.{dag}.png"
+        ).exists()

@@ -1,10 +1,10 @@
 import numpy as np
 
-from nodes.backends.embedding_cache import EmbeddingCache
-from nodes.backends.encoder import unit_means
-from nodes.backends.progress import Progress
-from nodes.embedding import _chunk_shares, window_vectors
-from nodes.types import Window
+from folio.nodes.backends.embedding_cache import EmbeddingCache
+from folio.nodes.backends.encoder import unit_means
+from folio.nodes.backends.progress import Progress
+from folio.nodes.embedding import _chunk_shares, window_vectors
+from folio.nodes.types import Window
 
 
 class _Recorder(Progress):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dataflows.evaluation import evaluate_file
+from folio.dataflows.evaluation import evaluate_file
 from tests.conftest import QA, REPO_DIR
 
 QUESTIONS = QA / "fairytaleqa/questions.csv"
@@ -54,14 +54,35 @@ def test_hybrid_beats_semantic_everywhere(runs):
 def test_cli_eval_prints_the_metrics_json(fairytale_library, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
     out = subprocess.run(
-        [sys.executable, "-m", "dataflows.cli", "eval", str(QUESTIONS), "--library", str(fairytale_library), "--json",
-         "--mode", "lexical"],
-        capture_output=True, text=True, env=env, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "folio.dataflows.cli",
+            "eval",
+            str(QUESTIONS),
+            "--library",
+            str(fairytale_library),
+            "--json",
+            "--mode",
+            "lexical",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr
     metrics = json.loads(out.stdout)
     retrieval = {"n", "located", "hit@1", "hit@5", "hit@10", "mrr@10", "p50_ms", "p95_ms"}
-    answers = {"answered", "answer_contained_rate", "grounded_rate", "unsupported_rate", "gold_cited_rate",
-               "tool_calls_mean", "answer_p50_ms", "answer_p95_ms"}
+    answers = {
+        "answered",
+        "answer_contained_rate",
+        "grounded_rate",
+        "unsupported_rate",
+        "gold_cited_rate",
+        "tool_calls_mean",
+        "answer_p50_ms",
+        "answer_p95_ms",
+    }
     assert set(metrics) == retrieval | answers
     assert metrics["hit@10"] >= metrics["hit@5"] >= metrics["hit@1"] > 0.5

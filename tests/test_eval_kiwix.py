@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dataflows.cli import main
-from dataflows.evaluation import evaluate
+from folio.dataflows.cli import main
+from folio.dataflows.evaluation import evaluate
 
 QUESTIONS = Path(__file__).parent / "qa" / "kiwix_questions.jsonl"
 
@@ -17,7 +17,9 @@ QUESTIONS = Path(__file__).parent / "qa" / "kiwix_questions.jsonl"
 def kiwix_run(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("kiwix-eval")
     subset = root / "kiwix12.jsonl"
-    subset.write_text("\n".join(QUESTIONS.read_text(encoding="utf-8").splitlines()[:12]) + "\n", encoding="utf-8")
+    subset.write_text(
+        "\n".join(QUESTIONS.read_text(encoding="utf-8").splitlines()[:12]) + "\n", encoding="utf-8"
+    )
     zims = sorted(str(p) for p in (data_dir / "zim").glob("*.zim"))
     cfg = {"kiwix": "libzim", "zim_paths": zims}
     return subset, zims, evaluate(subset, root / "library", cfg)
@@ -49,7 +51,18 @@ def test_cli_eval_reads_zims_from_a_config_and_skips_answers(kiwix_run, tmp_path
     subset, zims, _ = kiwix_run
     config = tmp_path / "kiwix.yaml"
     config.write_text("kiwix: libzim\nzim_paths:\n" + "".join(f"  - {z}\n" for z in zims), encoding="utf-8")
-    code = main(["eval", str(subset), "--library", str(tmp_path / "lib"), "--config", str(config), "--no-answers", "--json"])
+    code = main(
+        [
+            "eval",
+            str(subset),
+            "--library",
+            str(tmp_path / "lib"),
+            "--config",
+            str(config),
+            "--no-answers",
+            "--json",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n"] == 12 and "answered" not in out and out["hit@5"] >= 0.8

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from nodes.evaluation import EvalRecord, GoldSpan, _is_hit, _metrics, qa_items
-from nodes.types import FolioError, Hit
+from folio.nodes.evaluation import EvalRecord, GoldSpan, _is_hit, _metrics, qa_items
+from folio.nodes.types import FolioError, Hit
 
 
 def _rec(rank, located=True, ms=10.0):
@@ -11,7 +11,13 @@ def _rec(rank, located=True, ms=10.0):
 
 
 def test_metrics_on_a_hand_computed_case():
-    records = [_rec(1, ms=10), _rec(3, ms=20), _rec(None, ms=30), _rec(12, ms=40), _rec(None, located=False, ms=0)]
+    records = [
+        _rec(1, ms=10),
+        _rec(3, ms=20),
+        _rec(None, ms=30),
+        _rec(12, ms=40),
+        _rec(None, located=False, ms=0),
+    ]
     m = _metrics(records)
     assert m["n"] == 5 and m["located"] == 4
     assert m["hit@1"] == 0.25
@@ -40,7 +46,10 @@ def test_quote_gold_needs_the_quote_in_the_chunk():
 
 def test_jsonl_questions_are_read(tmp_path):
     path = tmp_path / "q.jsonl"
-    path.write_text(json.dumps({"question": "Who?", "book_file": "books/x.txt", "gold_quote": "q", "answers": ["a"]}) + "\n")
+    path.write_text(
+        json.dumps({"question": "Who?", "book_file": "books/x.txt", "gold_quote": "q", "answers": ["a"]})
+        + "\n"
+    )
     (item,) = qa_items(str(path))
     assert item.question == "Who?" and item.book_file == "books/x.txt" and item.answers == ("a",)
 
@@ -60,8 +69,8 @@ def test_fairytaleqa_file_reads_every_question_with_its_gold_sections(data_dir):
 
 # --- answers and Kiwix questions -------------------------------------------------------------------
 
-from nodes.evaluation import AnswerCheck, QAItem, _check, _contains_answer  # noqa: E402
-from nodes.types import Answer, Citation  # noqa: E402
+from folio.nodes.evaluation import AnswerCheck, QAItem, _check, _contains_answer  # noqa: E402
+from folio.nodes.types import Answer, Citation  # noqa: E402
 
 
 def _chk(contained=True, grounded=True, unsupported=False, gold_cited=True, calls=2, ms=10.0):
@@ -71,9 +80,21 @@ def _chk(contained=True, grounded=True, unsupported=False, gold_cited=True, call
 def test_answer_metrics_on_a_hand_computed_case():
     records = [
         EvalRecord("1", "?", True, 1, 5.0, (), check=_chk(ms=10)),
-        EvalRecord("2", "?", True, None, 5.0, (), check=_chk(contained=False, gold_cited=False, calls=4, ms=20)),
-        EvalRecord("3", "?", True, 2, 5.0, (), check=_chk(contained=None, grounded=None, unsupported=True, calls=3, ms=30)),
-        EvalRecord("4", "?", False, None, 0.0, (), check=_chk(grounded=False, gold_cited=False, calls=1, ms=40)),
+        EvalRecord(
+            "2", "?", True, None, 5.0, (), check=_chk(contained=False, gold_cited=False, calls=4, ms=20)
+        ),
+        EvalRecord(
+            "3",
+            "?",
+            True,
+            2,
+            5.0,
+            (),
+            check=_chk(contained=None, grounded=None, unsupported=True, calls=3, ms=30),
+        ),
+        EvalRecord(
+            "4", "?", False, None, 0.0, (), check=_chk(grounded=False, gold_cited=False, calls=1, ms=40)
+        ),
     ]
     m = _metrics(records)
     assert m["answered"] == 4
@@ -108,7 +129,9 @@ def test_answer_containment_is_normalised_and_on_word_boundaries():
 
 
 def test_check_grounds_every_citation_and_cites_the_kiwix_gold():
-    item = QAItem("k", "Which river?", "", answers=("Colorado River",), gold_zim="wiki", gold_path="A/Hoover_Dam")
+    item = QAItem(
+        "k", "Which river?", "", answers=("Colorado River",), gold_zim="wiki", gold_path="A/Hoover_Dam"
+    )
     cites = (
         Citation("kiwix", zim="wiki", path="A/Hoover_Dam", title="Hoover Dam"),
         Citation("kiwix", zim="wiki", path="A/Gone", title="Gone"),
@@ -122,16 +145,23 @@ def test_check_grounds_every_citation_and_cites_the_kiwix_gold():
 
 
 def test_not_found_answer_is_unsupported():
-    from nodes.answering import NOT_FOUND
+    from folio.nodes.answering import NOT_FOUND
 
     item = QAItem("b", "?", "x.txt", answers=("x",))
-    check = _check(item, None, Answer("?", f"{NOT_FOUND}\nSearched: x", (), "BOOK", ("book",), 3), 1.0, lambda c: "")
+    check = _check(
+        item, None, Answer("?", f"{NOT_FOUND}\nSearched: x", (), "BOOK", ("book",), 3), 1.0, lambda c: ""
+    )
     assert check.unsupported and check.grounded is None and check.contained is True  # "x" is in "Searched: x"
 
 
 def test_kiwix_jsonl_lines_are_read_as_kiwix_questions(tmp_path):
     path = tmp_path / "k.jsonl"
-    row = {"question": "Which river?", "answers": ["Colorado River"], "gold_zim": "wiki", "gold_path": "A/Hoover_Dam"}
+    row = {
+        "question": "Which river?",
+        "answers": ["Colorado River"],
+        "gold_zim": "wiki",
+        "gold_path": "A/Hoover_Dam",
+    }
     path.write_text(json.dumps(row) + "\n")
     (item,) = qa_items(str(path))
     assert item.kind == "kiwix" and (item.gold_zim, item.gold_path) == ("wiki", "A/Hoover_Dam")

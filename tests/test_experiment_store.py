@@ -10,8 +10,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from dataflows import experiment_store as store
-from nodes.types import FolioError
+from folio.dataflows import experiment_store as store
+from folio.nodes.types import FolioError
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 T0 = datetime(2025, 1, 2, 10, 0, 0)
@@ -20,14 +20,34 @@ T0 = datetime(2025, 1, 2, 10, 0, 0)
 def _rows() -> list[dict[str, Any]]:
     return [
         {
-            "question_file": "alice.json", "qid": "q1", "question": "Who is late?", "located": True, "rank": 1,
-            "latency_ms": 12.5, "answer": "The White Rabbit", "contained": True, "grounded": True,
-            "unsupported": False, "tool_calls": 2, "answer_latency_ms": 800.0, "cited": '["alice:3"]',
+            "question_file": "alice.json",
+            "qid": "q1",
+            "question": "Who is late?",
+            "located": True,
+            "rank": 1,
+            "latency_ms": 12.5,
+            "answer": "The White Rabbit",
+            "contained": True,
+            "grounded": True,
+            "unsupported": False,
+            "tool_calls": 2,
+            "answer_latency_ms": 800.0,
+            "cited": '["alice:3"]',
         },
         {
-            "question_file": "alice.json", "qid": "q2", "question": "What does the cat do?", "located": False,
-            "rank": None, "latency_ms": 9.0, "answer": None, "contained": None, "grounded": None,
-            "unsupported": None, "tool_calls": None, "answer_latency_ms": None, "cited": None,
+            "question_file": "alice.json",
+            "qid": "q2",
+            "question": "What does the cat do?",
+            "located": False,
+            "rank": None,
+            "latency_ms": 9.0,
+            "answer": None,
+            "contained": None,
+            "grounded": None,
+            "unsupported": None,
+            "tool_calls": None,
+            "answer_latency_ms": None,
+            "cited": None,
         },
         {"question_file": "grimm.json", "qid": "g1", "located": True, "rank": 3, "latency_ms": 7.25},
     ]
@@ -56,7 +76,9 @@ def _save(db: Path, batch: str, variant: str, *, started_at: datetime = T0, **kw
 def _counts(db: Path) -> dict[str, int]:
     con = duckdb.connect(str(db))
     try:
-        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("runs", "metrics", "results")}
+        return {
+            t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("runs", "metrics", "results")
+        }
     finally:
         con.close()
 
@@ -65,7 +87,12 @@ def test_round_trip_returns_runs_metrics_and_results_as_saved(tmp_path: Path) ->
     db = tmp_path / "lib" / "experiments.duckdb"
     a = _save(db, "b1", "chunk_tokens=256")
     b = _save(
-        db, "b1", "baseline bm25s", config={"baseline": "bm25s"}, overrides={}, cache={"executed": 0, "from_cache": 0},
+        db,
+        "b1",
+        "baseline bm25s",
+        config={"baseline": "bm25s"},
+        overrides={},
+        cache={"executed": 0, "from_cache": 0},
         started_at=T0 + timedelta(seconds=5),
     )
     assert a != b and re.fullmatch(r"[0-9a-f]{8}", a)
@@ -174,11 +201,19 @@ def test_save_rejects_bad_input_with_folio_error(tmp_path: Path) -> None:
 def test_comparison_table_marks_best_values_and_formats_numbers() -> None:
     runs = [
         {
-            "run_id": "aaaa", "variant": "lex", "cache_executed": 3, "cache_from_cache": 1, "seconds": 1.5,
+            "run_id": "aaaa",
+            "variant": "lex",
+            "cache_executed": 3,
+            "cache_from_cache": 1,
+            "seconds": 1.5,
             "metrics": {"q.json": {"hit@1": 0.5, "mrr@10": 0.4, "p50_ms": 12.0, "n": 4}},
         },
         {
-            "run_id": "bbbb", "variant": "hybrid", "cache_executed": 0, "cache_from_cache": 4, "seconds": 0.5,
+            "run_id": "bbbb",
+            "variant": "hybrid",
+            "cache_executed": 0,
+            "cache_from_cache": 4,
+            "seconds": 0.5,
             "metrics": {"q.json": {"hit@1": 0.75, "mrr@10": None, "p50_ms": 20.5, "n": 4}},
         },
     ]
@@ -190,14 +225,29 @@ def test_comparison_table_marks_best_values_and_formats_numbers() -> None:
         "* best per question file (lower is better for *_ms and unsupported_rate, higher for rates)",
     ]
     only = store.comparison_table(runs, metrics=["unsupported_rate"]).splitlines()
-    assert only[0].split() == ["run_id", "variant", "question_file", "unsupported_rate", "ingest_run/cached", "seconds"]
+    assert only[0].split() == [
+        "run_id",
+        "variant",
+        "question_file",
+        "unsupported_rate",
+        "ingest_run/cached",
+        "seconds",
+    ]
     assert "*" not in "".join(only[2:])
 
 
 def test_comparison_table_marks_best_per_question_file_and_lower_unsupported_rate() -> None:
     runs = [
-        {"run_id": "r1", "variant": "a", "metrics": {"x": {"unsupported_rate": 0.2}, "y": {"unsupported_rate": 0.9}}},
-        {"run_id": "r2", "variant": "b", "metrics": {"x": {"unsupported_rate": 0.4}, "y": {"unsupported_rate": 0.1}}},
+        {
+            "run_id": "r1",
+            "variant": "a",
+            "metrics": {"x": {"unsupported_rate": 0.2}, "y": {"unsupported_rate": 0.9}},
+        },
+        {
+            "run_id": "r2",
+            "variant": "b",
+            "metrics": {"x": {"unsupported_rate": 0.4}, "y": {"unsupported_rate": 0.1}},
+        },
     ]
     lines = store.comparison_table(runs).splitlines()[2:6]
     starred = [line.split()[:3] for line in lines if "*" in line]
@@ -220,7 +270,9 @@ def test_plot_runs_writes_a_readable_png(tmp_path: Path) -> None:
 
 def test_plot_runs_refuses_runs_without_the_metrics(tmp_path: Path) -> None:
     with pytest.raises(FolioError, match="none of the metrics"):
-        store.plot_runs([{"run_id": "r", "variant": "v", "metrics": {"x": {"p50_ms": 1.0}}}], tmp_path / "p.png")
+        store.plot_runs(
+            [{"run_id": "r", "variant": "v", "metrics": {"x": {"p50_ms": 1.0}}}], tmp_path / "p.png"
+        )
 
 
 def test_git_commit_of_the_repo_and_of_a_plain_folder(tmp_path: Path) -> None:

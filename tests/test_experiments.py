@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from dataflows import experiment_store
-from dataflows.cli import main
-from dataflows.config import CONFIG_DIR
-from dataflows.drivers import build_driver, ingest_driver, search_driver
-from dataflows.experiments import (
+from folio.dataflows import experiment_store
+from folio.dataflows.cli import main
+from folio.dataflows.config import CONFIG_DIR
+from folio.dataflows.drivers import build_driver, ingest_driver, search_driver
+from folio.dataflows.experiments import (
     Variant,
     ingest_hash,
     ingest_keys,
@@ -20,8 +20,8 @@ from dataflows.experiments import (
     run_experiment,
     variant_config,
 )
-from nodes import evaluation
-from nodes.types import FolioError
+from folio.nodes import evaluation
+from folio.nodes.types import FolioError
 
 QA_DIR = Path(__file__).parent / "qa"
 EXPERIMENTS = sorted((CONFIG_DIR / "experiments").glob("*.yaml"))
@@ -55,7 +55,10 @@ def test_grid_expands_to_every_combination_then_the_baselines():
 
 
 def test_unknown_config_key_in_a_variant_names_the_file_and_variant(tmp_path):
-    path = _write(tmp_path / "x.yaml", f"grid: {{chunk_tokenz: [256]}}\nquestions: [{QA_DIR / 'alice_questions.jsonl'}]\n")
+    path = _write(
+        tmp_path / "x.yaml",
+        f"grid: {{chunk_tokenz: [256]}}\nquestions: [{QA_DIR / 'alice_questions.jsonl'}]\n",
+    )
     with pytest.raises(FolioError, match=r"x\.yaml.*chunk_tokenz=256.*unknown config key"):
         load_experiment(path)
 
@@ -73,14 +76,22 @@ def test_ingest_keys_come_from_the_ingest_graph():
     cfg = variant_config(load_experiment(EXPERIMENTS[0]), Variant("base", {}))
     keys = set(ingest_keys(cfg))
     assert {"chunk_tokens", "chunk_overlap", "embedding_model", "embedder", "window_tokens"} <= keys
-    assert not keys & {"search_mode", "multibook_threshold", "hybrid_lexical_weight", "workers", "eval_answers"}
+    assert not keys & {
+        "search_mode",
+        "multibook_threshold",
+        "hybrid_lexical_weight",
+        "workers",
+        "eval_answers",
+    }
 
 
 def test_search_only_overrides_share_one_variant_library_and_ingest_overrides_do_not():
     experiment = load_experiment(CONFIG_DIR / "experiments" / "fairytaleqa-chunking.yaml")
     by_label = {v.label: ingest_hash(variant_config(experiment, v)) for v in experiment.variants}
     assert by_label["chunk_tokens=256 search_mode=lexical"] == by_label["chunk_tokens=256 search_mode=hybrid"]
-    assert by_label["chunk_tokens=256 search_mode=lexical"] != by_label["chunk_tokens=512 search_mode=lexical"]
+    assert (
+        by_label["chunk_tokens=256 search_mode=lexical"] != by_label["chunk_tokens=512 search_mode=lexical"]
+    )
 
 
 # --- a real two-variant experiment (small Alice book, 5 questions) ----------------------------------
@@ -115,13 +126,15 @@ def test_second_variant_reuses_the_cached_ingest(alice_experiment):
     # the second only changes search: everything but the always-recomputed writers came from the cache
     assert second["cache_from_cache"] >= 6
     assert second["cache_executed"] <= first["cache_executed"] - 3
-    assert baseline["variant"] == "baseline bm25s" and baseline["cache_from_cache"] == second["cache_from_cache"]
+    assert (
+        baseline["variant"] == "baseline bm25s" and baseline["cache_from_cache"] == second["cache_from_cache"]
+    )
 
 
 def test_variant_nodes_reused_are_the_expensive_ones(alice_experiment, data_dir):
     """Run the ingest once more: with a warm cache, chunking and embedding come from it."""
-    from dataflows.experiments import variant_library
-    from dataflows.library import Library
+    from folio.dataflows.experiments import variant_library
+    from folio.dataflows.library import Library
 
     path, library, _ = alice_experiment
     experiment = load_experiment(path)
@@ -178,7 +191,7 @@ def test_cli_show_without_experiments_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_every_public_export_resolves():
-    import dataflows
+    from folio import dataflows
 
     for name in dataflows.__all__:
         assert getattr(dataflows, name) is not None, name
@@ -186,12 +199,14 @@ def test_every_public_export_resolves():
 
 
 def test_questions_naming_a_book_outside_books_is_a_one_line_error(tmp_path, data_dir):
-    from dataflows.experiments import _book_sources
-    from dataflows.library import Library
+    from folio.dataflows.experiments import _book_sources
+    from folio.dataflows.library import Library
 
     path = _write(
         tmp_path / "x.yaml",
         f"questions: [{QA_DIR / 'alice_questions.jsonl'}]\nbooks: [{data_dir / 'books/txt/pg35_wells_the-time-machine.txt'}]\n",
     )
-    with pytest.raises(FolioError, match=r"not under books: carroll_alice-in-wonderland_abridged-pg19033\.epub"):
+    with pytest.raises(
+        FolioError, match=r"not under books: carroll_alice-in-wonderland_abridged-pg19033\.epub"
+    ):
         _book_sources(load_experiment(path), Library(tmp_path / "lib"))

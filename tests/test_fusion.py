@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from nodes.backends.zim import ZimBackend
-from nodes.fusion import _best_per_source, _fuse, _survivors, _truncate, kiwix_context
-from nodes.types import Article, Candidate, ContextSection, FolioError, ScoredCandidate
+from folio.nodes.backends.zim import ZimBackend
+from folio.nodes.fusion import _best_per_source, _fuse, _survivors, _truncate, kiwix_context
+from folio.nodes.types import Article, Candidate, ContextSection, FolioError, ScoredCandidate
 from tests.conftest import ZIMS
 
 WIKI = "wikipedia_en_100_mini_2022-10"

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from dataflows.config import load_config
-from dataflows.kiwix_query import build_kiwix_driver, kiwix_config
-from nodes.backends.zim import ZimBackend
-from nodes.kiwix import (
+from folio.dataflows.config import load_config
+from folio.dataflows.kiwix_query import build_kiwix_driver, kiwix_config
+from folio.nodes.backends.zim import ZimBackend
+from folio.nodes.kiwix import (
     FULL_QUERY_MIN_HITS,
     _best_passage,
     _clean_terms,
@@ -27,7 +27,7 @@ from nodes.kiwix import (
     _suggest_terms,
     _valid_llm_books,
 )
-from nodes.types import Candidate, FolioError, KiwixBook
+from folio.nodes.types import Candidate, FolioError, KiwixBook
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer, start_kiwix_serve
 

@@ -11,20 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from dataflows.config import load_config
-from dataflows.kiwix_query import (
-    HELDOUT_QUESTIONS,
-    QUESTION_SETS,
-    QUESTIONS,
-    _kiwix_serve,
-    add_kiwix_parser,
-    kiwix_answer,
-    kiwix_bench,
-    load_questions,
-    run_kiwix_command,
-)
-from nodes.types import FolioError
-from tests.conftest import DATA_DIR, ZIMS
+from folio.dataflows.bench import _kiwix_serve, kiwix_bench, load_questions, question_sets
+from folio.dataflows.cli import build_parser, main
+from folio.dataflows.config import load_config
+from folio.dataflows.kiwix_query import kiwix_answer
+from folio.nodes.types import FolioError
+from tests.conftest import DATA_DIR, REPO_DIR, ZIMS
 from tests.servers import dead_url, start_kiwix_serve
 
 WIKI = "wikipedia_en_100_mini_2022-10"
@@ -32,6 +24,10 @@ RAY = "wikipedia_en_ray_charles_mini_2020-03"
 TONE = "tonedear.com_en_2024-09"
 QUESTION_ZIMS = (WIKI, RAY, TONE)
 ALL_ZIMS = sorted(str(p) for p in ZIMS.glob("*.zim"))
+QA_DIR = REPO_DIR / "tests" / "qa"
+QUESTION_SETS = question_sets(QA_DIR)
+QUESTIONS = QUESTION_SETS["dev"]
+HELDOUT_QUESTIONS = QUESTION_SETS["heldout"]
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +40,7 @@ def kiwix_server() -> Iterator[Any]:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="folio")
-    add_kiwix_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 # --- the question sets and the bench -----------------------------------------------------------------
@@ -55,12 +49,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
 @pytest.fixture(scope="module")
 def bench() -> dict[str, Any]:
     """``kiwix_bench`` on the real data, computed once (a short latency run: 6 queries per backend)."""
-    return kiwix_bench(DATA_DIR, latency_queries=6)
+    return kiwix_bench(DATA_DIR, QA_DIR, latency_queries=6)
 
 
 @pytest.mark.parametrize("name", sorted(QUESTION_SETS))
 def test_question_set_is_well_formed_and_answers_are_in_the_gold_articles(name: str) -> None:
-    from nodes.backends.zim import ZimBackend
+    from folio.nodes.backends.zim import ZimBackend
 
     questions = load_questions(QUESTION_SETS[name])
     assert len(questions) >= (40 if name == "dev" else 30)
@@ -208,8 +202,7 @@ def test_cli_names_the_superseded_edition(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_cli_json_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    args = parse(["kiwix", "What do termites feed on?", "--zim", *ALL_ZIMS, "--json"])
-    assert run_kiwix_command(args) == 0
+    assert main(["kiwix", "What do termites feed on?", "--zim", *ALL_ZIMS, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["candidates"][0]["path"] == "A/Termite"
     assert data["candidates"][0]["rank"] == 1 and data["candidates"][0]["excerpt"]
@@ -221,8 +214,7 @@ def test_cli_json_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
 
 
 def test_cli_error_is_one_line_and_exit_status_one(capsys: pytest.CaptureFixture[str]) -> None:
-    args = parse(["kiwix", "What is a kit?", "--kiwix-url", dead_url()])
-    assert run_kiwix_command(args) == 1
+    assert main(["kiwix", "What is a kit?", "--kiwix-url", dead_url()]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "cannot connect" in err
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dataflows.api import ingest
-from dataflows.library import Library
-from nodes import vectors
-from nodes.types import FolioError
+from folio.dataflows.api import ingest
+from folio.dataflows.library import Library
+from folio.nodes import vectors
+from folio.nodes.types import FolioError
 from tests.conftest import ALICE_EPUB, BOOKS, REPO_DIR
 
 
@@ -28,9 +28,15 @@ def _snapshot(path: Path) -> dict[str, str]:
     }
     con = duckdb.connect(str(path / "catalog.duckdb"), read_only=True)
     try:
-        out["catalog.books"] = repr(con.execute("SELECT book_id, content_hash, n_chunks FROM books ORDER BY 1").fetchall())
-        out["catalog.chapters"] = repr(con.execute("SELECT book_id, chapter_id, ord FROM chapters ORDER BY 1, 3").fetchall())
-        out["catalog.chunks"] = repr(con.execute("SELECT book_id, chunk_id, start, \"end\" FROM chunks ORDER BY 1, 2").fetchall())
+        out["catalog.books"] = repr(
+            con.execute("SELECT book_id, content_hash, n_chunks FROM books ORDER BY 1").fetchall()
+        )
+        out["catalog.chapters"] = repr(
+            con.execute("SELECT book_id, chapter_id, ord FROM chapters ORDER BY 1, 3").fetchall()
+        )
+        out["catalog.chunks"] = repr(
+            con.execute('SELECT book_id, chunk_id, start, "end" FROM chunks ORDER BY 1, 2').fetchall()
+        )
     finally:
         con.close()
     return out
@@ -89,7 +95,16 @@ def test_killed_ingest_leaves_the_library_intact(alice_copy, tmp_path):
     book = BOOKS / "txt/pg35_wells_the-time-machine.txt"
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dataflows.cli", "ingest", str(book), "--library", str(alice_copy), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "folio.dataflows.cli",
+            "ingest",
+            str(book),
+            "--library",
+            str(alice_copy),
+            "--quiet",
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -113,7 +128,13 @@ def test_killed_ingest_leaves_the_library_intact(alice_copy, tmp_path):
 
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
-    return subprocess.run([sys.executable, "-m", "dataflows.cli", *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "folio.dataflows.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_bad_files_fail_alone_with_one_line_each(alice_copy, tmp_path):
@@ -124,7 +145,17 @@ def test_bad_files_fail_alone_with_one_line_each(alice_copy, tmp_path):
     truncated = tmp_path / "truncated.epub"
     truncated.write_bytes(ALICE_EPUB.read_bytes()[:5000])
     missing = tmp_path / "nope.epub"
-    result = _run_cli("ingest", str(empty), str(binary), str(truncated), str(missing), str(ALICE_EPUB), "--library", str(alice_copy), "--quiet")
+    result = _run_cli(
+        "ingest",
+        str(empty),
+        str(binary),
+        str(truncated),
+        str(missing),
+        str(ALICE_EPUB),
+        "--library",
+        str(alice_copy),
+        "--quiet",
+    )
     assert result.returncode == 1
     lines = [line for line in result.stderr.splitlines() if line.startswith("folio: ")]
     assert len(lines) == 4, result.stderr
@@ -154,8 +185,13 @@ def test_catalog_holds_books_chapters_and_chunk_metadata(alice_library):
     (book,) = lib.descriptors()
     con = duckdb.connect(str(alice_library / "catalog.duckdb"), read_only=True)
     try:
-        assert con.execute("SELECT count(*) FROM chapters WHERE book_id = ?", [book["book_id"]]).fetchone()[0] == 10
-        rows = con.execute('SELECT chunk_id, start, "end" FROM chunks WHERE book_id = ? ORDER BY ordinal', [book["book_id"]]).fetchall()
+        assert (
+            con.execute("SELECT count(*) FROM chapters WHERE book_id = ?", [book["book_id"]]).fetchone()[0]
+            == 10
+        )
+        rows = con.execute(
+            'SELECT chunk_id, start, "end" FROM chunks WHERE book_id = ? ORDER BY ordinal', [book["book_id"]]
+        ).fetchall()
     finally:
         con.close()
     assert [(h.chunk_id, h.start, h.end) for h in lib.store(book["book_id"]).chunks_in()] == rows

@@ -6,11 +6,11 @@ import zipfile
 import pytest
 from hamilton.execution.executors import SynchronousLocalTaskExecutor
 
-from dataflows.api import ingest
-from dataflows.caching import stores
-from dataflows.config import load_config
-from dataflows.library import Library
-from dataflows.parallel import (
+from folio.dataflows.api import ingest
+from folio.dataflows.caching import stores
+from folio.dataflows.config import load_config
+from folio.dataflows.library import Library
+from folio.dataflows.parallel import (
     BookInstaller,
     BookProcessPool,
     BookProgress,
@@ -19,8 +19,8 @@ from dataflows.parallel import (
     library_driver,
     shared_metadata_store,
 )
-from nodes.collection import _in_input_order, _pool_size, _threads_per_worker
-from nodes.types import BookOutcome, FolioError, StagedBook
+from folio.nodes.collection import _in_input_order, _pool_size, _threads_per_worker
+from folio.nodes.types import BookOutcome, FolioError, StagedBook
 from tests.conftest import ALICE_EPUB, BOOKS
 
 ALICE_TXT = BOOKS / "txt/pg11_carroll_alices-adventures-in-wonderland.txt"
@@ -38,7 +38,10 @@ def _assert_two_alices_and_one_error(report, library, bad):
     assert sorted(s.n_chunks for s in report.ingested) == sorted(
         b["chunks"] for b in Library(library).books()
     )
-    assert {b["source_file"] for b in Library(library).books()} == {str(ALICE_EPUB.resolve()), str(ALICE_TXT.resolve())}
+    assert {b["source_file"] for b in Library(library).books()} == {
+        str(ALICE_EPUB.resolve()),
+        str(ALICE_TXT.resolve()),
+    }
     assert all(s.n_chunks > 0 for s in report.ingested)
     assert len(report.errors) == 1
     error = report.errors[0]
@@ -157,7 +160,10 @@ def test_process_pool_ingests_a_folder_of_books_and_a_bad_book_fails_alone(tmp_p
     report = ingest([ALICE_EPUB, bad, ALICE_TXT], library=library, config={"executor": "local", "workers": 2})
     _assert_two_alices_and_one_error(report, library, bad)
     ids = {b["source_file"]: b["book_id"] for b in Library(library).books()}
-    assert [s.book_id for s in report.ingested] == [ids[str(ALICE_EPUB.resolve())], ids[str(ALICE_TXT.resolve())]]  # input order
+    assert [s.book_id for s in report.ingested] == [
+        ids[str(ALICE_EPUB.resolve())],
+        ids[str(ALICE_TXT.resolve())],
+    ]  # input order
     metadata = stores(library)[0]  # both workers wrote node-cache entries
     nodes = {row[0] for row in metadata.connection.execute("SELECT DISTINCT node_name FROM cache_metadata")}
     assert {"chunks", "window_vectors", "concept_map"} <= nodes

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nodes import parsing
-from nodes.parsing import manifest, parsed_book
-from nodes.types import FolioError, Manifest, ParsedBook, RawChapter
+from folio.nodes import parsing
+from folio.nodes.parsing import manifest, parsed_book
+from folio.nodes.types import FolioError, Manifest, ParsedBook, RawChapter
 from tests.conftest import DATA_DIR
 
 BOOKS = DATA_DIR / "books"

@@ -1,6 +1,6 @@
 import io
 
-from nodes.backends.progress import BarProgress, NullProgress, progress_for
+from folio.nodes.backends.progress import BarProgress, NullProgress, progress_for
 
 
 class _Tty(io.StringIO):

@@ -1,7 +1,7 @@
 import pytest
 
-from nodes.retrieval import _fuse_convex, _fuse_rrf, _max_normalised, _merge
-from nodes.types import Hit
+from folio.nodes.retrieval import _fuse_convex, _fuse_rrf, _max_normalised, _merge
+from folio.nodes.types import Hit
 
 
 def _hit(chunk: str, score: float, book: str = "b") -> Hit:

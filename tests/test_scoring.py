@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nodes import scoring
-from nodes.scoring import _is_definitional, _rank, _score, _stem, scored_candidates
-from nodes.types import Candidate
+from folio.nodes import scoring
+from folio.nodes.scoring import _is_definitional, _rank, _score, _stem, scored_candidates
+from folio.nodes.types import Candidate
 from tests.conftest import ZIMS
 
 
@@ -144,7 +144,7 @@ def test_ranking_is_stable_for_ties() -> None:
 
 
 def test_real_candidates_rank_the_emu_first() -> None:
-    from nodes.backends.zim import ZimBackend
+    from folio.nodes.backends.zim import ZimBackend
 
     book = "wikipedia_en_100_mini_2022-10"
     with ZimBackend([ZIMS / f"{book}.zim"]) as backend:

@@ -7,13 +7,33 @@ import sys
 
 import pytest
 
-from dataflows.api import search
-from dataflows.library import Library
-from nodes.types import FolioError
+from folio.dataflows.api import search
+from folio.dataflows.library import Library
+from folio.nodes.types import FolioError
 from tests.conftest import REPO_DIR
 
-HOSTILE = ['"', '"unbalanced quote', "NEAR(", "NEAR(rabbit hole", "*", "rabbit*", "-", "-rabbit", "AND", "rabbit AND",
-           "(((", "rabbit)", "?!.,;:", "OR NOT", "^", "col:rabbit", "''", "\\", "%_", "rabbit -- '; DROP TABLE chunks; --"]
+HOSTILE = [
+    '"',
+    '"unbalanced quote',
+    "NEAR(",
+    "NEAR(rabbit hole",
+    "*",
+    "rabbit*",
+    "-",
+    "-rabbit",
+    "AND",
+    "rabbit AND",
+    "(((",
+    "rabbit)",
+    "?!.,;:",
+    "OR NOT",
+    "^",
+    "col:rabbit",
+    "''",
+    "\\",
+    "%_",
+    "rabbit -- '; DROP TABLE chunks; --",
+]
 
 
 @pytest.mark.parametrize("query", HOSTILE)
@@ -54,10 +74,33 @@ def test_unknown_book_is_a_one_line_error(alice_library):
 def test_search_json_has_the_documented_fields(alice_library):
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
     out = subprocess.run(
-        [sys.executable, "-m", "dataflows.cli", "search", "white rabbit", "--library", str(alice_library), "--json", "-k", "3"],
-        capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "folio.dataflows.cli",
+            "search",
+            "white rabbit",
+            "--library",
+            str(alice_library),
+            "--json",
+            "-k",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert len(rows) == 3
-    assert set(rows[0]) == {"book_id", "chapter_id", "chapter_title", "chunk_id", "start", "end", "score", "text"}
+    assert set(rows[0]) == {
+        "book_id",
+        "chapter_id",
+        "chapter_title",
+        "chunk_id",
+        "start",
+        "end",
+        "score",
+        "text",
+    }

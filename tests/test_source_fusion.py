@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodes.backends.tools import PendingJobs, shared_pool
-from nodes.fusion import (
+from folio.nodes.backends.tools import PendingJobs, shared_pool
+from folio.nodes.fusion import (
     NO_RESULTS,
     _dedupe,
     _fuse_results,
@@ -22,7 +22,7 @@ from nodes.fusion import (
     fused_context,
     source_plan,
 )
-from nodes.types import Citation, FolioError, RouteDecision, SourceResult
+from folio.nodes.types import Citation, FolioError, RouteDecision, SourceResult
 
 ORDER = ("book", "kiwix", "web", "news")
 WHALE = "The sperm whale dives deep. It hunts giant squid in the dark. Its head holds spermaceti oil."
@@ -222,7 +222,7 @@ def _searxng_server(body: dict, status: int = 200):
 
 
 def test_searxng_news_source_returns_cited_lines() -> None:
-    from nodes.backends.searxng import SearxngSource
+    from folio.nodes.backends.searxng import SearxngSource
 
     rows = [
         {"title": "Neon  lights", "url": "https://example.org/neon", "content": "Neon glows red."},
@@ -243,7 +243,7 @@ def test_searxng_news_source_returns_cited_lines() -> None:
 
 
 def test_searxng_without_json_format_is_a_one_line_error() -> None:
-    from nodes.backends.searxng import SearxngSource
+    from folio.nodes.backends.searxng import SearxngSource
 
     server, _ = _searxng_server({}, status=403)
     try:

@@ -1,6 +1,6 @@
 import pytest
 
-from nodes.text import content_words, fts_match_expression, sentences, words
+from folio.nodes.text import content_words, fts_match_expression, sentences, words
 
 
 def test_words_fold_case_accents_and_apostrophes():
@@ -34,4 +34,8 @@ def test_fts_expression_is_none_without_words(query):
 def test_sentences_give_trimmed_spans():
     text = "Call me Ishmael.  Some years ago — never mind how long! Whale?"
     spans = sentences(text)
-    assert [text[s:e] for s, e in spans] == ["Call me Ishmael.", "Some years ago — never mind how long!", "Whale?"]
+    assert [text[s:e] for s, e in spans] == [
+        "Call me Ishmael.",
+        "Some years ago — never mind how long!",
+        "Whale?",
+    ]

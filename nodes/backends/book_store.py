@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nodes.text import fts_match_expression
-from nodes.types import FolioError, Hit
+from folio.nodes.text import fts_match_expression
+from folio.nodes.types import FolioError, Hit
 
 
 class BookStore:

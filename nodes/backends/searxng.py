@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import httpx
 
-from nodes.types import Citation, FolioError, SourceResult
+from folio.nodes.types import Citation, FolioError, SourceResult
 
 SOURCE_CATEGORIES = {"web": "general", "news": "news"}
 

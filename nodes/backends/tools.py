@@ -30,9 +30,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from nodes.backends.llm import LLMError
-from nodes.text import content_words, sentences
-from nodes.types import ConceptMap, ConceptMatches, FolioError, Hit
+from folio.nodes.backends.llm import LLMError
+from folio.nodes.text import content_words, sentences
+from folio.nodes.types import ConceptMap, ConceptMatches, FolioError, Hit
 
 SECTION_CHUNKS = 8
 SUMMARY_SENTENCES = 3

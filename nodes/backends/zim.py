@@ -18,9 +18,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodes.backends import mentions_wikipedia
-from nodes.backends.html_text import PageText, clean_title, excerpt, page_text
-from nodes.types import Article, Candidate, FolioError, KiwixBook
+from folio.nodes.backends import mentions_wikipedia
+from folio.nodes.backends.html_text import PageText, clean_title, excerpt, page_text
+from folio.nodes.types import Article, Candidate, FolioError, KiwixBook
 
 if TYPE_CHECKING:
     from libzim.reader import Archive, Entry

@@ -1,0 +1,1 @@
+"""Experiment files shipped with Folio (data)."""

@@ -1,0 +1,71 @@
+"""How results read on a terminal: answers with citations, Kiwix results with their scores."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from folio.nodes.types import Answer, Citation
+
+if TYPE_CHECKING:
+    from folio.dataflows.kiwix_query import KiwixResult
+
+
+def _citation_line(n: int, c: Citation) -> str:
+    if c.kind == "book":
+        return f"[{n}] {c.chapter_title or c.chapter_id} — {c.book_id} {c.chunk_id} (chars {c.start}–{c.end})"
+    if c.kind == "kiwix":
+        return f"[{n}] {c.title} — zim {c.zim}, {c.path}"
+    return f"[{n}] {c.title} — {c.url}"
+
+
+def format_answer(result: Answer) -> str:
+    """The answer as plain text: answer, citations, route line, notes."""
+    lines = [result.answer, ""]
+    if result.citations:
+        lines.append("citations:")
+        lines.extend("  " + _citation_line(i, c) for i, c in enumerate(result.citations, 1))
+    lines.append(
+        f"route: {result.route} · sources: {', '.join(result.sources_used) or 'none'} · tool calls: {result.tool_calls}"
+    )
+    lines.extend(f"note: {n}" for n in result.notes)
+    return "\n".join(lines)
+
+
+def format_kiwix_result(result: KiwixResult, max_candidates: int = 10, excerpt_chars: int = 160) -> str:
+    """The result for a person: books, ranked candidates with each signal's points, then the context."""
+    lines = [f"query:         {result.query}", f"search terms:  {result.search_terms or '(none)'}"]
+    lines.append("books searched: " + (", ".join(result.searched_books) or "(none)"))
+    for old, new in result.superseded_books:
+        lines.append(f"  not searched: {old} (older edition of {new})")
+    selected = [f"{b} (primary)" if i == 0 else b for i, b in enumerate(result.selected_books)]
+    lines.append("selected books: " + (", ".join(selected) or "(no book found anything)"))
+    shown = result.candidates[:max_candidates]
+    lines.append(f"\ncandidates (top {len(shown)} of {len(result.candidates)}; score = sum of the signals):")
+    for i, s in enumerate(shown, 1):
+        c = s.candidate
+        lines.append(f"  {i:2d}. {s.score:6.2f}  {c.title}")
+        lines.append(f"             {c.book} : {c.path}  (found by {c.origin})")
+        signals = "  ".join(f"{name}={points:+g}" for name, points in s.breakdown) or "(no signal fired)"
+        lines.append(f"             {signals}")
+        if c.excerpt:
+            lines.append(f"             “{_shorten(c.excerpt, excerpt_chars)}”")
+    if result.errors:
+        lines.append("\nerrors:")
+        lines.extend(f"  {src}: {reason}" for src, reason in result.errors)
+    sources = "; ".join(f"[{s.source}] {s.title} ({s.score:g})" for s in result.context.sections)
+    lines.append(f"\ncontext: {sources or '(none)'}")
+    lines.append(result.context.text or "(no context)")
+    return "\n".join(lines)
+
+
+def _shorten(text: str, max_chars: int) -> str:
+    """``text`` on one line in at most ``max_chars`` characters; a "lead … passage" excerpt keeps
+    the start of both parts."""
+    flat = " ".join(text.split())
+    if len(flat) <= max_chars:
+        return flat
+    if " … " in flat:
+        lead, passage = flat.split(" … ", 1)
+        half = max_chars // 2
+        return f"{_shorten(lead, half).removesuffix(' …')} … {_shorten(passage, max_chars - half)}"
+    return flat[: max_chars - 1].rsplit(" ", 1)[0] + " …"
