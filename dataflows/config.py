@@ -68,3 +68,31 @@ def load_config(
             raise FolioError("config", f"unknown config key(s): {', '.join(unknown)}")
         config.update(overrides)
     return config
+
+
+# Variant switches: the only keys that go to Hamilton's ``with_config`` (they select ``@config.when``
+# functions). Every other key is a setting: a node input with a default in its signature, passed at
+# execute time (``folio.dataflows.registry.settings_inputs``).
+SWITCHES = frozenset(
+    {
+        "embedder",
+        "kiwix",
+        "llm",
+        "executor",
+        "answer_mode",
+        "search_mode",
+        "hybrid_fusion",
+        "eval_answers",
+        "answer_summaries",
+    }
+)
+
+
+def switches(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The variant switches of ``config`` (what ``with_config`` receives)."""
+    return {k: v for k, v in config.items() if k in SWITCHES}
+
+
+def settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of ``config``: numbers, paths, URLs (node inputs)."""
+    return {k: v for k, v in config.items() if k not in SWITCHES}

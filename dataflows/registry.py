@@ -11,7 +11,7 @@ The CLI, the Python API, ``folio viz``, the bench and the tests iterate ``DAGS``
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -129,3 +129,28 @@ def driver_for(
 ) -> driver.Driver:
     """The driver of DAG ``name`` for ``config``."""
     return DAGS[name].build(config)
+
+
+def settings_inputs(dr: driver.Driver, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of ``config`` that ``dr``'s graph takes as inputs (to pass at execute time).
+
+    A setting the config leaves ``None`` is left out, so the node's signature default applies.
+    """
+    from folio.dataflows.config import settings
+
+    wanted = {v.name for v in dr.list_available_variables() if v.is_external_input}
+    return {k: v for k, v in settings(config).items() if k in wanted and v is not None}
+
+
+def execute(
+    name: str,
+    config: Mapping[str, Any],
+    outputs: Sequence[str],
+    inputs: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    cache_library: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run DAG ``name`` for ``config``: its settings as inputs, then ``inputs`` (which win)."""
+    dr = driver_for(name, config, cache_library)
+    merged = {**settings_inputs(dr, config), **(inputs or {})}
+    return dr.execute(list(outputs), inputs=merged, overrides=dict(overrides or {}))
