@@ -176,11 +176,14 @@ def _match_dict(match: object, titles: dict[str, str]) -> dict[str, object]:
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
-    from folio.dataflows.viz import render_all
+    from folio.dataflows.viz import default_out_dir, render_all
 
-    for path in render_all(args.out, formats=tuple(args.format)):
-        if not args.quiet:
+    out = args.out or default_out_dir()
+    changed = render_all(out, formats=tuple(args.format or ("svg",)))
+    if not args.quiet:
+        for path in changed:
             print(path)
+        print(f"viz: {len(changed)} file(s) changed in {out}")
     return 0
 
 
@@ -299,10 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_concepts)
 
-    p = sub.add_parser("viz", help="render the DAG diagrams of every config into viz/")
-    p.add_argument("--out", default=None)
-    p.add_argument("--format", action="append", default=None)
-    p.add_argument("--quiet", action="store_true")
+    p = sub.add_parser("viz", help="draw one SVG (and its structure JSON) per distinct DAG graph into viz/")
+    p.add_argument("--out", default=None, metavar="DIR", help="default: the repo's viz/, else ./viz")
+    p.add_argument(
+        "--format", action="append", choices=("svg", "png"), default=None, help="png: also write PNGs"
+    )
+    p.add_argument("--quiet", action="store_true", help="print nothing")
     p.set_defaults(func=cmd_viz)
 
     p = sub.add_parser("ask", help="answer a question from your books and Kiwix, with citations")
@@ -350,8 +355,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("hamilton").setLevel(
         logging.DEBUG if os.environ.get("FOLIO_DEBUG") else logging.CRITICAL
     )
-    if getattr(args, "format", None) is None and args.command == "viz":
-        args.format = ["svg", "png"]
     try:
         return int(args.func(args) or 0)
     except FolioError as exc:
