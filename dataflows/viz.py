@@ -117,12 +117,9 @@ def graph_structure(dr: driver.Driver, config: Mapping[str, Any], dag: str) -> d
     """Sorted nodes and edges of what ``dag``'s outputs need in ``dr``'s graph (see the module doc)."""
     variables = {v.name: v for v in dr.list_available_variables()}
     keep = _needed(variables, DAGS[dag].outputs)
-    with_default = {
-        dep for v in variables.values() if v.name in keep for dep in v.optional_dependencies_default_values
-    } | {dep for v in variables.values() if v.name in keep for dep in v.optional_dependencies}
+    with_default = {dep for name in keep for dep in variables[name].optional_dependencies}
+    used = with_default | {dep for name in keep for dep in variables[name].required_dependencies}
     setting_names = set(settings(config)) | SWITCHES | with_default
-    used = {dep for name in keep for dep in variables[name].required_dependencies}
-    used |= {dep for name in keep for dep in variables[name].optional_dependencies}
     nodes = []
     edges = []
     for name in sorted(keep):
