@@ -1,4 +1,9 @@
-"""Shared fixtures: the real data folder beside the repo and session-scoped ingested libraries."""
+"""Shared fixtures: the real data folder beside the repo and session-scoped ingested libraries.
+
+Two tiers: tests that load the sentence-transformers encoder or ingest a book get the ``model`` marker
+here (``pytest_collection_modifyitems``), so ``make test-fast`` (``pytest -m "not model"``) runs the rest
+in well under a minute; ``make test`` runs both.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,56 @@ DATA_DIR = Path(os.environ.get("FOLIO_TEST_DATA", REPO_DIR.parent / "shared" / "
 BOOKS = DATA_DIR / "books"
 ZIMS = DATA_DIR / "zim"
 QA = DATA_DIR / "qa"
+
+# The fast tier. Fixtures that load the encoder or ingest a book, directly or through another fixture
+# (pytest's ``item.fixturenames`` is the closure: a fixture built on ``alice_library`` counts too);
+# ``stored_book`` (test_concepts) picks a ``*_library`` fixture by name at run time.
+MODEL_FIXTURES = frozenset({"encoder", "alice_copy", "stored_book"})
+# Tests that load the encoder or ingest without one of those fixtures (in the test body, or in worker
+# processes), as ``module::test``. Found by running ``pytest -m "not model" --forbid-model --durations=0``.
+MODEL_TESTS = frozenset(
+    {
+        "test_caching::test_edited_chapter_reembeds_only_its_windows",
+        "test_caching::test_clients_are_versioned_but_never_stored",
+        "test_parallel::test_process_pool_ingests_a_folder_of_books_and_a_bad_book_fails_alone",
+        "test_parallel::test_dask_local_cluster_ingests_the_same_books_and_a_bad_book_fails_alone",
+    }
+)
+# Whole modules whose every test needs the model (none at present).
+MODEL_MODULES: frozenset[str] = frozenset()
+
+
+def _loads_model(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    if names & MODEL_FIXTURES or any(name.endswith("_library") for name in names):
+        return True
+    test = getattr(item, "originalname", item.name)
+    return item.path.stem in MODEL_MODULES or f"{item.path.stem}::{test}" in MODEL_TESTS
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--forbid-model",
+        action="store_true",
+        help="fail any test that loads the sentence-transformers encoder in this process "
+        '(with -m "not model": checks that the fast tier needs no model)',
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--forbid-model"):
+        import sentence_transformers
+
+        def _forbidden(self: object, *args: object, **kwargs: object) -> None:
+            raise RuntimeError("this test loads the encoder: add it to MODEL_TESTS in tests/conftest.py")
+
+        sentence_transformers.SentenceTransformer.__init__ = _forbidden  # type: ignore[method-assign]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _loads_model(item):
+            item.add_marker(pytest.mark.model)
 
 
 @pytest.fixture(scope="session")
