@@ -66,9 +66,10 @@ typecheck: setup
 test: lint
 	$(BIN)/python -m pytest -q tests
 
-# The tests that load no encoder and ingest no book (marker `model`, set in tests/conftest.py): < 1 minute.
+# The tests that load no encoder and ingest no book (marker `model`) and are not long (marker `slow`);
+# tests/conftest.py sets both markers. Under a minute on 2 cores.
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not model" tests
+	$(BIN)/python -m pytest -q -m "not model and not slow" tests
 
 bench: setup
 	$(BIN)/python -m folio.dataflows.bench --data $(DATA) --questions tests/qa

@@ -1,8 +1,9 @@
 """Shared fixtures: the real data folder beside the repo and session-scoped ingested libraries.
 
 Two tiers: tests that load the sentence-transformers encoder or ingest a book get the ``model`` marker
-here (``pytest_collection_modifyitems``), so ``make test-fast`` (``pytest -m "not model"``) runs the rest
-in well under a minute; ``make test`` runs both.
+here (``pytest_collection_modifyitems``), a few long ones without a model the ``slow`` marker, so that
+``make test-fast`` (``pytest -m "not model and not slow"``) runs the rest in under a minute; ``make test``
+runs everything.
 """
 
 from __future__ import annotations
@@ -39,14 +40,27 @@ MODEL_TESTS = frozenset(
 )
 # Whole modules whose every test needs the model (none at present).
 MODEL_MODULES: frozenset[str] = frozenset()
+# Tests that load no model but take many seconds (a full bench, worker processes): marked ``slow`` here,
+# beside the tests marked ``slow`` in their modules, so that the fast tier stays under a minute.
+SLOW_TESTS = frozenset(
+    {
+        "test_kiwix_query::test_the_engine_alone_fails_on_raw_questions",
+        "test_kiwix_query::test_exact_top1_with_all_zims_loaded_meets_the_target",
+        "test_kiwix_query::test_bench_reports_latency_for_both_backends",
+        "test_parallel::test_two_processes_write_the_hamilton_metadata_store_at_once",
+    }
+)
+
+
+def _test_key(item: pytest.Item) -> str:
+    return f"{item.path.stem}::{getattr(item, 'originalname', item.name)}"
 
 
 def _loads_model(item: pytest.Item) -> bool:
     names = set(getattr(item, "fixturenames", ()))
     if names & MODEL_FIXTURES or any(name.endswith("_library") for name in names):
         return True
-    test = getattr(item, "originalname", item.name)
-    return item.path.stem in MODEL_MODULES or f"{item.path.stem}::{test}" in MODEL_TESTS
+    return item.path.stem in MODEL_MODULES or _test_key(item) in MODEL_TESTS
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,6 +86,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _loads_model(item):
             item.add_marker(pytest.mark.model)
+        if _test_key(item) in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

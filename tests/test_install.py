@@ -204,6 +204,9 @@ def test_every_shipped_config_loads_from_the_installed_package(install, library)
     for config in configs:
         if config.name in NEEDS_A_SERVER:
             continue
+        _check(
+            install.run("ingest", str(ALICE_EPUB), "--library", library, "--config", str(config), "--quiet")
+        )
         search = _check(install.run("search", "white rabbit", "--library", library, "--config", str(config)))
         assert search.stdout.startswith("[1] "), config.name
         answer = _check(
