@@ -9,8 +9,10 @@ export HAMILTON_TELEMETRY_ENABLED := false
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# mypy runs in `make lint` and `make test` unless TYPECHECK=0 (`make test TYPECHECK=0`).
+TYPECHECK ?= 1
 
-.PHONY: setup demo test lint bench viz experiment clean
+.PHONY: setup demo test test-fast lint format typecheck bench viz experiment clean
 
 $(BIN)/.installed: pyproject.toml
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -39,12 +41,35 @@ demo: setup
 	$(BIN)/folio ask "What did the wolf do to get into the goats' house?" --library $(LIBRARY)
 	$(BIN)/folio ask "What is a noble gas?" --library $(LIBRARY) --zim $(DATA)/zim/*.zim
 
+# ruff (rules and formatting) and, unless TYPECHECK=0, mypy.
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+ifeq ($(TYPECHECK),1)
+	$(MAKE) --no-print-directory typecheck
+endif
 
-test: setup
-	$(BIN)/ruff check .
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# mypy checks the code under its installed names (folio.nodes, folio.dataflows): the editable install's
+# import hook is invisible to mypy, so a link tree .typecheck/folio/{nodes,dataflows} -> the repo folders
+# stands in for it (settings in pyproject.toml [tool.mypy]; errors name .typecheck/folio/... paths).
+typecheck: setup
+	@mkdir -p .typecheck/folio
+	@ln -sfn ../../nodes .typecheck/folio/nodes
+	@ln -sfn ../../dataflows .typecheck/folio/dataflows
+	$(BIN)/mypy
+
+# Everything: lint first, then every test (the model-loading tier on ../shared/data included).
+test: lint
 	$(BIN)/python -m pytest -q tests
+
+# The tests that load no encoder and ingest no book (marker `model`) and are not long (marker `slow`);
+# tests/conftest.py sets both markers. Under a minute on 2 cores.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not model and not slow" tests
 
 bench: setup
 	$(BIN)/python -m folio.dataflows.bench --data $(DATA) --questions tests/qa
@@ -58,4 +83,4 @@ experiment: setup
 	  --plot viz/experiments/fairytaleqa-chunking.png
 
 clean:
-	rm -rf $(VENV) $(LIBRARY) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(LIBRARY) .pytest_cache .ruff_cache .mypy_cache .typecheck

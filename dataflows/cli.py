@@ -7,6 +7,7 @@ Every user-facing failure is one line on stderr (``folio: <file>: <reason>``) an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -19,8 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from folio.dataflows.api import SEARCH_MODES
-from folio.nodes.types import FolioError
+from folio.nodes.types import ConceptMatch, FolioError
 
 
 def _err(message: str) -> None:
@@ -169,9 +169,9 @@ def cmd_concepts(args: argparse.Namespace) -> int:
     return 0
 
 
-def _match_dict(match: object, titles: dict[str, str]) -> dict[str, object]:
-    out = {name: getattr(match, name) for name in match.__dataclass_fields__}
-    out["chapter_titles"] = [titles.get(c, c) for c in out.get("chapter_ids", ())]
+def _match_dict(match: ConceptMatch, titles: dict[str, str]) -> dict[str, object]:
+    out: dict[str, object] = {f.name: getattr(match, f.name) for f in dataclasses.fields(match)}
+    out["chapter_titles"] = [titles.get(c, c) for c in match.chapter_ids]
     return out
 
 
@@ -242,10 +242,23 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    """``folio <version>`` from the installed distribution's metadata (no heavy imports)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"folio {version('folio')}"
+    except PackageNotFoundError:
+        return "folio (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from folio.dataflows.api import SEARCH_MODES  # imports the drivers: kept out of `folio --version`
+
     parser = argparse.ArgumentParser(
         prog="folio", description="Offline question answering over your books and Kiwix archives."
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     def library_opt(p: argparse.ArgumentParser) -> None:
@@ -349,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        print(_version())  # answered before the full parser, which imports the API
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     # Hamilton logs a node's exception with a traceback; the CLI reports it as one line instead.

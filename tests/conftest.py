@@ -1,4 +1,10 @@
-"""Shared fixtures: the real data folder beside the repo and session-scoped ingested libraries."""
+"""Shared fixtures: the real data folder beside the repo and session-scoped ingested libraries.
+
+Two tiers: tests that load the sentence-transformers encoder or ingest a book get the ``model`` marker
+here (``pytest_collection_modifyitems``), a few long ones without a model the ``slow`` marker, so that
+``make test-fast`` (``pytest -m "not model and not slow"``) runs the rest in under a minute; ``make test``
+runs everything.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,71 @@ DATA_DIR = Path(os.environ.get("FOLIO_TEST_DATA", REPO_DIR.parent / "shared" / "
 BOOKS = DATA_DIR / "books"
 ZIMS = DATA_DIR / "zim"
 QA = DATA_DIR / "qa"
+
+# The fast tier. Fixtures that load the encoder or ingest a book, directly or through another fixture
+# (pytest's ``item.fixturenames`` is the closure: a fixture built on ``alice_library`` counts too);
+# ``stored_book`` (test_concepts) picks a ``*_library`` fixture by name at run time.
+MODEL_FIXTURES = frozenset({"encoder", "alice_copy", "stored_book"})
+# Tests that load the encoder or ingest without one of those fixtures (in the test body, or in worker
+# processes), as ``module::test``. Found by running ``pytest -m "not model" --forbid-model --durations=0``.
+MODEL_TESTS = frozenset(
+    {
+        "test_caching::test_edited_chapter_reembeds_only_its_windows",
+        "test_caching::test_clients_are_versioned_but_never_stored",
+        "test_parallel::test_process_pool_ingests_a_folder_of_books_and_a_bad_book_fails_alone",
+        "test_parallel::test_dask_local_cluster_ingests_the_same_books_and_a_bad_book_fails_alone",
+    }
+)
+# Whole modules whose every test needs the model (none at present).
+MODEL_MODULES: frozenset[str] = frozenset()
+# Tests that load no model but take many seconds (a full bench, worker processes): marked ``slow`` here,
+# beside the tests marked ``slow`` in their modules, so that the fast tier stays under a minute.
+SLOW_TESTS = frozenset(
+    {
+        "test_kiwix_query::test_the_engine_alone_fails_on_raw_questions",
+        "test_kiwix_query::test_exact_top1_with_all_zims_loaded_meets_the_target",
+        "test_kiwix_query::test_bench_reports_latency_for_both_backends",
+        "test_parallel::test_two_processes_write_the_hamilton_metadata_store_at_once",
+    }
+)
+
+
+def _test_key(item: pytest.Item) -> str:
+    return f"{item.path.stem}::{getattr(item, 'originalname', item.name)}"
+
+
+def _loads_model(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    if names & MODEL_FIXTURES or any(name.endswith("_library") for name in names):
+        return True
+    return item.path.stem in MODEL_MODULES or _test_key(item) in MODEL_TESTS
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--forbid-model",
+        action="store_true",
+        help="fail any test that loads the sentence-transformers encoder in this process "
+        '(with -m "not model": checks that the fast tier needs no model)',
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--forbid-model"):
+        import sentence_transformers
+
+        def _forbidden(self: object, *args: object, **kwargs: object) -> None:
+            raise RuntimeError("this test loads the encoder: add it to MODEL_TESTS in tests/conftest.py")
+
+        sentence_transformers.SentenceTransformer.__init__ = _forbidden  # type: ignore[method-assign]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _loads_model(item):
+            item.add_marker(pytest.mark.model)
+        if _test_key(item) in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,11 @@
-"""The `folio` command line: cache and concepts commands, one-line errors."""
+"""The `folio` command line: cache and concepts commands, one-line errors, --version."""
 
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import REPO_DIR
 
@@ -47,3 +49,25 @@ def test_ingesting_a_folder_without_books_says_so(tmp_path):
     out = _folio("ingest", str(tmp_path / "notes"), "--library", str(tmp_path / "lib"))
     assert out.returncode == 1
     assert "no book files" in out.stderr and str(tmp_path / "notes") in out.stderr
+
+
+def test_version_prints_the_distribution_version_without_loading_the_api():
+    from importlib.metadata import version
+
+    code = (
+        "import sys; from folio.dataflows.cli import main; rc = main(['--version']);"
+        "heavy = [m for m in ('hamilton', 'torch', 'folio.dataflows.api') if m in sys.modules];"
+        "print('heavy:', heavy); sys.exit(rc)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"folio {version('folio')}", "heavy: []"]
+
+
+def test_version_is_also_an_option_of_the_full_parser(capsys):
+    from folio.dataflows.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("folio ")
