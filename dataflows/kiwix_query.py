@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from hamilton import driver
@@ -31,12 +30,6 @@ from folio.dataflows.config import load_config
 from folio.nodes.types import FolioError, KiwixResult
 
 __all__ = ["KiwixResult", "kiwix_answer", "kiwix_backend", "kiwix_config", "kiwix_driver", "run_kiwix_driver"]
-
-
-def default_cache_dir() -> str:
-    """The per-user cache folder (``$XDG_CACHE_HOME/folio`` or ``~/.cache/folio``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return str(Path(base) / "folio")
 
 
 def kiwix_config(
@@ -79,14 +72,15 @@ def run_kiwix_driver(
     config: Mapping[str, Any] | None = None,
 ) -> KiwixResult:
     """Run a built Kiwix driver for one query with ``config``'s settings (default: the driver's own
-    defaults); a given ``backend`` replaces (and is not closed by) the run, else one is opened and closed."""
+    defaults); a given ``backend`` replaces (and is not closed by) the run, else one is opened and closed.
+    ``cache_dir`` holds the LLM disambiguation cache (default: the per-user cache folder)."""
     from folio.dataflows.registry import settings_inputs
 
     if not query.strip():
         raise FolioError("query", "empty question")
     settings = settings_inputs(dr, config) if config is not None else {}
     opened = backend if backend is not None else kiwix_backend(dr, config or {})
-    inputs = {**settings, "kiwix_query": query, "cache_dir": cache_dir or default_cache_dir()}
+    inputs = {**settings, "kiwix_query": query, **({"cache_dir": cache_dir} if cache_dir else {})}
     try:
         return dr.execute(["kiwix_result"], inputs=inputs, overrides={"kiwix_backend": opened})[
             "kiwix_result"

@@ -285,9 +285,9 @@ def book_evidence__pipeline(
     book_scopes: tuple[tuple[str, ...] | None, ...],
     book_tools: BookTools,
     search_k: int = 10,
-    primary_search_weight: float = 0.65,
-    evidence_min_coverage: float = 0.5,
-    evidence_min_similarity: float = 0.5,
+    primary_search_weight: float | int = 0.65,
+    evidence_min_coverage: float | int = 0.5,
+    evidence_min_similarity: float | int = 0.5,
 ) -> tuple[BookEvidence, ...]:
     """Each book clause's evidence: searched in scope, widened once when insufficient."""
     return tuple(

@@ -198,7 +198,7 @@ def disambiguation_candidates__openai(
     search_terms: str,
     kiwix_query: str,
     disambiguation: bool = True,
-    disambiguation_cache_ttl: float = 3600,
+    disambiguation_cache_ttl: float | int = 3600,
 ) -> tuple[Candidate, ...]:
     """LLM phrases searched in the primary book when all four conditions hold; the index rule on failure."""
     primary = _book_by_name(available_books, selected_books[0]) if selected_books else None

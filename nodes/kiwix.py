@@ -328,7 +328,7 @@ def kiwix_backend__libzim(zim_paths: Sequence[str] = ()) -> Any:
 
 
 @config.when(kiwix="http")
-def kiwix_backend__http(kiwix_url: str | None = None, kiwix_timeout_seconds: float = 10.0) -> Any:
+def kiwix_backend__http(kiwix_url: str | None = None, kiwix_timeout_seconds: float | int = 10.0) -> Any:
     """A kiwix-serve backend (not cached: it holds an HTTP client)."""
     from folio.nodes.backends.kiwix_http import KiwixHttpBackend
 

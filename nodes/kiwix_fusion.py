@@ -96,7 +96,7 @@ def kiwix_context(
     scored_candidates: tuple[ScoredCandidate, ...],
     selected_books: tuple[str, ...],
     kiwix_backend: Any,
-    multibook_threshold: float = 0.5,
+    multibook_threshold: float | int = 0.5,
     fusion_max_chars_per_source: int = 1500,
 ) -> KiwixContext:
     """The context from the selected books' best articles (multi-book fusion when several books)."""

@@ -45,7 +45,7 @@ def llm_connection__openai(
     llm_base_url: str = "http://127.0.0.1:11434/v1",
     llm_model: str = "llama3.1",
     llm_api_key_env: str = "OPENAI_API_KEY",
-    llm_timeout_seconds: float = 30.0,
+    llm_timeout_seconds: float | int = 30.0,
     llm_max_retries: int = 2,
 ) -> OpenAIChatClient:
     """The connection to the OpenAI-compatible chat server (one per process when handed in)."""

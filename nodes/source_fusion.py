@@ -225,7 +225,7 @@ def web_sources(
     sources: Sequence[str] = DEFAULT_SOURCES,
     fusion_max_sources: int = 4,
     searxng_url: str | None = None,
-    searxng_timeout_seconds: float = 10.0,
+    searxng_timeout_seconds: float | int = 10.0,
     searxng_max_results: int = 5,
 ) -> dict[str, Any]:
     """The enabled SearXNG sources (``web``, ``news``) by name; none without ``searxng_url``."""
@@ -300,7 +300,7 @@ def source_results(
     pending_sources: PendingJobs,
     book_results: tuple[SourceResult, ...],
     kiwix_results: tuple[SourceResult, ...],
-    fusion_timeout_seconds: float = 15.0,
+    fusion_timeout_seconds: float | int = 15.0,
 ) -> tuple[SourceResult, ...]:
     """The book and Kiwix results and the web/news results in by the deadline (the rest as errors)."""
     done, failed = pending_sources.collect(float(fusion_timeout_seconds))
