@@ -1,18 +1,24 @@
-"""``folio ask``: the query DAG (router → book flow / other sources → fusion → grounded answer).
+"""``folio ask`` and ``folio kiwix``: the query DAGs, one Hamilton graph each.
 
     from folio.dataflows.asking import ask
     answer = ask("Why does Ahab hunt the whale?", library="~/folio")
     print(answer.answer, answer.citations)
 
-``ask_driver(config)`` builds (and memoises) the Hamilton driver over ``nodes.routing``,
-``nodes.book_tools``, ``nodes.answering`` and ``nodes.fusion``; its inputs are ``question``,
-``book_stores`` (book id → BookStore), ``concept_maps`` (book id → ConceptMap), ``encoder`` (or None),
-``session`` (a ``Session``) and ``external_sources`` (source name → callable ``clause -> SourceResult``).
-``ask`` opens the library once per process (stores, concept maps, encoder) and builds the external
-sources from the config: ``kiwix`` (ZIM files or a kiwix-serve URL) and ``web``/``news`` (SearXNG).
-``add_ask_parser``/``run_ask_command`` implement
-``folio ask QUESTION [--library DIR] [--zim PATH... | --kiwix-url URL] [--config FILE] [--json]``;
-``ask_bench`` measures latency without an LLM and the fusion overhead.
+``query_driver(config, dag)`` builds (and memoises per DAG and switches) the driver of one query DAG:
+
+- ``ask``: ``question → routes → book flow / Kiwix (search terms → candidates → disambiguation →
+  scores → selected books → multi-book context) / web and news → cross-source fusion → answer``, over
+  ``ASK_MODULES`` (``KIWIX_FREE_ASK_MODULES`` for ``kiwix: none``); output ``answer``; inputs
+  ``question``, ``book_stores`` (book id → BookStore), ``concept_maps`` (book id → ConceptMap),
+  ``encoder`` (or None), ``session`` (a ``Session``), ``cache_dir`` (optional) and the settings.
+- ``kiwix``: the Kiwix nodes alone (``KIWIX_MODULES``); output ``kiwix_result``; inputs ``kiwix_query``,
+  ``cache_dir`` (optional) and the settings.
+
+Only the variant switches (``folio.dataflows.config.switches``) reach ``with_config``; the settings are
+passed at execute time (``folio.dataflows.registry.settings_inputs``). ``ask`` opens the library once
+per process (stores, concept maps, encoder) and hands the graph the process-wide resources
+(``shared_resources``: the open ZIM archives or kiwix-serve client, the LLM connection) as Hamilton
+``overrides``, so a warm ``ask`` pays no load time.
 """
 
 from __future__ import annotations
@@ -20,27 +26,105 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 
 from hamilton import driver
 
-from folio.dataflows.config import load_config
-from folio.dataflows.drivers import build_driver
+from folio.dataflows.config import load_config, switches
 from folio.dataflows.library import Library
-from folio.nodes import answering, book_tools, fusion, routing
+from folio.dataflows.registry import settings_inputs
+from folio.nodes import (
+    answering,
+    book_tools,
+    disambiguation,
+    kiwix,
+    kiwix_fusion,
+    llm,
+    routing,
+    scoring,
+    source_fusion,
+)
 from folio.nodes.backends.tools import Session
-from folio.nodes.types import Answer, Citation, ConceptMap, FolioError, SourceResult
+from folio.nodes.types import Answer, ConceptMap, FolioError
 
-ASK_MODULES = (routing, book_tools, answering, fusion)
+KIWIX_MODULES: tuple[ModuleType, ...] = (llm, kiwix, disambiguation, scoring, kiwix_fusion)
+KIWIX_FREE_ASK_MODULES: tuple[ModuleType, ...] = (llm, routing, book_tools, answering, source_fusion)
+ASK_MODULES: tuple[ModuleType, ...] = (
+    llm,
+    routing,
+    book_tools,
+    answering,
+    kiwix,
+    disambiguation,
+    scoring,
+    kiwix_fusion,
+    source_fusion,
+)
+QUERY_OUTPUTS: dict[str, tuple[str, ...]] = {"ask": ("answer",), "kiwix": ("kiwix_result",)}
+KIWIX_VARIANTS = ("libzim", "http", "none")
+RESOURCES = ("kiwix_backend", "llm_connection")  # expensive: created once per process, handed in
 
-_DRIVERS: dict[str, driver.Driver] = {}
+_DRIVERS: dict[tuple[str, str], driver.Driver] = {}
+_RESOURCES: dict[tuple[str, str], Any] = {}
 _LIBRARIES: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Library, dict, dict]] = {}
 _ENCODERS: dict[str, Any] = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
+
+
+def query_modules(config: Mapping[str, Any], dag: str = "ask") -> tuple[ModuleType, ...]:
+    """The node modules of query DAG ``dag`` ("ask" or "kiwix") for ``config``'s ``kiwix`` switch."""
+    if dag not in QUERY_OUTPUTS:
+        raise FolioError("dag", f"unknown query DAG {dag!r}: use ask or kiwix")
+    variant = config.get("kiwix")
+    if variant not in KIWIX_VARIANTS:
+        raise FolioError("kiwix", f"unknown Kiwix backend {variant!r}: use {', '.join(KIWIX_VARIANTS)}")
+    if dag == "kiwix":
+        if variant == "none":
+            raise FolioError("kiwix", "kiwix: none turns Kiwix off: use libzim or http")
+        return KIWIX_MODULES
+    return KIWIX_FREE_ASK_MODULES if variant == "none" else ASK_MODULES
+
+
+def query_driver(config: Mapping[str, Any], dag: str = "ask") -> driver.Driver:
+    """The driver of query DAG ``dag`` ("ask" or "kiwix") for ``config`` (memoised per DAG and switches)."""
+    chosen = switches(config)
+    key = (dag, json.dumps(chosen, sort_keys=True, default=str))
+    with _LOCK:
+        if key not in _DRIVERS:
+            modules = query_modules(config, dag)
+            _DRIVERS[key] = driver.Builder().with_modules(*modules).with_config(chosen).build()
+        return _DRIVERS[key]
+
+
+def ask_driver(config: Mapping[str, Any]) -> driver.Driver:
+    """The ask DAG for ``config`` (``query_driver(config, "ask")``)."""
+    return query_driver(config, "ask")
+
+
+def shared_resources(
+    config: Mapping[str, Any], dr: driver.Driver, names: Sequence[str] = RESOURCES
+) -> dict[str, Any]:
+    """The expensive resources among ``names`` that ``dr``'s graph uses, as overrides: each built once per
+    process (by its own node) for the settings it depends on, then shared by every later query."""
+    present = {v.name for v in dr.list_available_variables()}
+    settings = settings_inputs(dr, config)
+    out: dict[str, Any] = {}
+    for name in names:
+        if name not in present:
+            continue
+        upstream = {v.name for v in dr.what_is_upstream_of(name) if v.is_external_input}
+        inputs = {k: v for k, v in settings.items() if k in upstream}
+        key = (name, json.dumps([switches(config), inputs], sort_keys=True, default=str))
+        with _LOCK:
+            if key not in _RESOURCES:
+                _RESOURCES[key] = dr.execute([name], inputs=inputs)[name]
+        out[name] = _RESOURCES[key]
+    return out
 
 
 def ask_config(
@@ -60,17 +144,29 @@ def ask_config(
         )
     if cfg.get("answer_mode") == "agent" and cfg.get("llm") != "openai":
         raise FolioError("answer_mode", "agent mode needs an LLM: set llm: openai (see configs/agent.yaml)")
-    fusion._source_names(cfg.get("sources") or ["book"], int(cfg.get("fusion_max_sources") or 4))
+    if cfg.get("kiwix") not in KIWIX_VARIANTS:
+        raise FolioError(
+            "kiwix", f"unknown Kiwix backend {cfg.get('kiwix')!r}: use {', '.join(KIWIX_VARIANTS)}"
+        )
+    enabled = source_fusion.source_names(
+        cfg.get("sources") or ["book"], int(cfg.get("fusion_max_sources") or 4)
+    )
+    if cfg.get("kiwix") == "http" and not cfg.get("kiwix_url") and "kiwix" in enabled:
+        raise FolioError("kiwix_url", "kiwix: http needs kiwix_url (the base URL of a kiwix-serve)")
     return cfg
 
 
-def ask_driver(config: Mapping[str, Any]) -> driver.Driver:
-    """The query DAG for ``config`` (memoised per config)."""
-    key = json.dumps(dict(config), sort_keys=True, default=str)
-    with _LOCK:
-        if key not in _DRIVERS:
-            _DRIVERS[key] = build_driver(ASK_MODULES, config)
-        return _DRIVERS[key]
+def other_sources(cfg: Mapping[str, Any]) -> tuple[str, ...]:
+    """The enabled non-book sources ``cfg`` configures: kiwix (ZIM files or a URL), web and news (SearXNG)."""
+    enabled = source_fusion.source_names(
+        cfg.get("sources") or ["book"], int(cfg.get("fusion_max_sources") or 4)
+    )
+    kiwix_set = (cfg.get("kiwix") == "libzim" and cfg.get("zim_paths")) or (
+        cfg.get("kiwix") == "http" and cfg.get("kiwix_url")
+    )
+    out = ["kiwix"] if "kiwix" in enabled and kiwix_set else []
+    out.extend(name for name in ("web", "news") if name in enabled and cfg.get("searxng_url"))
+    return tuple(out)
 
 
 def _library(library: str | Path | Library | None) -> tuple[Library, dict, dict]:
@@ -103,50 +199,6 @@ def query_encoder(cfg: Mapping[str, Any]) -> tuple[Any, str | None]:
     return (None, f"{type(value).__name__}: {value}") if isinstance(value, Exception) else (value, None)
 
 
-def kiwix_source_result(result: Any, clause: str) -> SourceResult:
-    """A Kiwix query result as a fusion source: its context text, labelled, with one citation per section."""
-    paths = {s.candidate.url: s.candidate.path for s in result.candidates}
-    citations = tuple(
-        Citation(
-            "kiwix", zim=s.source, path=paths.get(s.url, s.url.split("/", 3)[-1]), title=s.title, url=s.url
-        )
-        for s in result.context.sections
-    )
-    label = " + ".join(dict.fromkeys(s.title for s in result.context.sections)) or "kiwix"
-    text = result.context.text or "no results found"
-    return SourceResult("kiwix", label, text, citations, None, clause)
-
-
-def external_sources(cfg: Mapping[str, Any]) -> dict[str, Callable[[str], SourceResult]]:
-    """The configured non-book sources that can run: kiwix (ZIMs or URL), web and news (SearXNG)."""
-    enabled = fusion._source_names(cfg.get("sources") or ["book"], int(cfg.get("fusion_max_sources") or 4))
-    out: dict[str, Callable[[str], SourceResult]] = {}
-    has_kiwix = (cfg.get("kiwix") == "libzim" and cfg.get("zim_paths")) or (
-        cfg.get("kiwix") == "http" and cfg.get("kiwix_url")
-    )
-    if "kiwix" in enabled and has_kiwix:
-        from folio.dataflows.kiwix_query import build_kiwix_driver, kiwix_config, run_kiwix_driver
-
-        kiwix_dr = build_kiwix_driver(kiwix_config(cfg))
-
-        def kiwix_source(clause: str) -> SourceResult:
-            return kiwix_source_result(run_kiwix_driver(kiwix_dr, clause), clause)
-
-        out["kiwix"] = kiwix_source
-    if cfg.get("searxng_url"):
-        from folio.nodes.backends.searxng import SearxngSource
-
-        for name in ("web", "news"):
-            if name in enabled:
-                out[name] = SearxngSource(
-                    str(cfg["searxng_url"]),
-                    name,
-                    float(cfg.get("searxng_timeout_seconds") or 10.0),
-                    int(cfg.get("searxng_max_results") or 5),
-                )
-    return out
-
-
 def ask(
     question: str,
     session: Session | None = None,
@@ -154,7 +206,7 @@ def ask(
     library: str | Path | Library | None = None,
     zim_paths: Sequence[str | os.PathLike[str]] | None = None,
     kiwix_url: str | None = None,
-    sources: Mapping[str, Callable[[str], SourceResult]] | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Answer:
     """Answer ``question`` from the library's books and the configured sources, with citations.
 
@@ -164,34 +216,31 @@ def ask(
         config: a config file, a mapping of overrides, or None (defaults + environment).
         library: the library directory (default: ``$FOLIO_LIBRARY`` or the per-user data dir).
         zim_paths: ZIM files for the kiwix source; ``kiwix_url``: a kiwix-serve instead.
-        sources: external sources to use instead of the configured ones (tests, embedding apps).
+        overrides: values of ask-graph nodes to use instead of computing them (Hamilton ``overrides``;
+            tests and embedding apps: e.g. ``web_sources``, ``kiwix_ready``, ``kiwix_results``).
     """
     if not question.strip():
         raise FolioError("question", "empty question")
     cfg = ask_config(config, zim_paths, kiwix_url)
-    _, stores, maps = _library(library)
-    external = dict(sources) if sources is not None else external_sources(cfg)
-    if not stores and not external:
+    lib, stores, maps = _library(library)
+    if not stores and not overrides and not other_sources(cfg):
         raise FolioError(
-            str(Library(library).path if not isinstance(library, Library) else library.path),
+            str(lib.path),
             "nothing to ask: the library has no books (folio ingest PATH) and no other source is configured",
         )
     encoder, why = query_encoder(cfg)
+    dr = ask_driver(cfg)
     inputs = {
+        **settings_inputs(dr, cfg),
         "question": question,
         "book_stores": stores,
         "concept_maps": maps,
         "encoder": encoder,
         "session": session if session is not None else Session(),
-        "external_sources": external,
     }
-    result: Answer = ask_driver(cfg).execute(["answer"], inputs=inputs)["answer"]
+    given = dict(overrides or {})
+    resources = shared_resources(cfg, dr, [n for n in RESOURCES if n not in given])
+    result: Answer = dr.execute(["answer"], inputs=inputs, overrides={**resources, **given})["answer"]
     if why and why != "search_mode is lexical" and stores:
         result = Answer(**{**result.__dict__, "notes": (*result.notes, f"encoder unavailable: {why}")})
     return result
-
-
-# --- CLI -------------------------------------------------------------------------------------------------
-
-
-# --- bench ----------------------------------------------------------------------------------------------

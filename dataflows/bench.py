@@ -32,10 +32,10 @@ import numpy as np
 from folio.dataflows.api import ingest
 from folio.dataflows.asking import ask
 from folio.dataflows.config import load_config
-from folio.dataflows.kiwix_query import build_kiwix_driver, kiwix_config, run_kiwix_driver
+from folio.dataflows.kiwix_query import kiwix_config, kiwix_driver, run_kiwix_driver
 from folio.dataflows.library import Library
 from folio.dataflows.parallel import ingest_books
-from folio.nodes import collection, fusion, kiwix
+from folio.nodes import collection, kiwix, source_fusion
 from folio.nodes.backends.progress import Progress
 from folio.nodes.types import FolioError, SourceResult, StagedBook
 
@@ -205,7 +205,7 @@ def fusion_overhead(delays: Sequence[float] = (0.02, 0.05, 0.1), runs: int = 20)
         t0 = time.perf_counter()
         pending = PendingJobs(pool, [(f"s{i}", "q", make(i, d)) for i, d in enumerate(delays)])
         done, _ = pending.collect(5.0)
-        fusion._fuse_results([r for _, _, r in done], fusion.KNOWN_SOURCES, 1500)
+        source_fusion.fused_context(tuple(r for _, _, r in done), source_fusion.KNOWN_SOURCES, 4, 1500)
         overheads.append((time.perf_counter() - t0 - max(delays)) * 1000)
     return latency_summary(overheads)
 
@@ -275,12 +275,12 @@ def evaluate_pipeline(
     from folio.nodes.backends.zim import ZimBackend
 
     cfg = kiwix_config(config, zim_paths)
-    dr = build_kiwix_driver(cfg)
+    dr = kiwix_driver(cfg)
     top1 = top5 = equivalent = 0
     start = time.perf_counter()
     with ZimBackend([str(p) for p in zim_paths]) as backend:
         for q in questions:
-            result = run_kiwix_driver(dr, q["question"], cache_dir, backend=backend)
+            result = run_kiwix_driver(dr, q["question"], cache_dir, backend=backend, config=cfg)
             keys = [(s.candidate.book, s.candidate.path) for s in result.candidates]
             gold = (q["gold_zim"], q["gold_path"])
             one, five = _hit_ranks(keys, gold)
@@ -348,11 +348,11 @@ def query_latency(
     backend: Any, config: Mapping[str, Any], questions: Sequence[str], cache_dir: str | None = None
 ) -> dict[str, float]:
     """Per-query wall time of the whole query DAG over an open ``backend``: p50/p95/mean in ms."""
-    dr = build_kiwix_driver(config)
+    dr = kiwix_driver(config)
     times = []
     for question in questions:
         start = time.perf_counter()
-        run_kiwix_driver(dr, question, cache_dir, backend=backend)
+        run_kiwix_driver(dr, question, cache_dir, backend=backend, config=config)
         times.append((time.perf_counter() - start) * 1000)
     return {
         "queries": len(times),

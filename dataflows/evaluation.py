@@ -5,8 +5,8 @@
     run.metrics["hit@5"], run.records[0].rank
 
 ``evaluate`` builds the DAG's inputs from the config: the search DAG (``dataflows.drivers``) as the
-book ``searcher``; the Kiwix query DAG (``dataflows.kiwix_query``, one archive set or kiwix-serve per
-run, opened only when a Kiwix question comes) as the ``kiwix_searcher``; the query DAG
+book ``searcher``; the Kiwix DAG (``dataflows.kiwix_query``, one archive set or kiwix-serve per run,
+opened only when a Kiwix question comes) as the ``kiwix_searcher``; the ask graph
 (``dataflows.asking``) scoped to the question's book, or to Kiwix alone, as the ``answerer``; and a
 resolver of citations to their text (``evidence_text``). ``folio eval`` and ``folio experiment``
 (``dataflows.experiments``) are fronts of it; ``evaluate_file`` keeps the older dict-returning call.
@@ -81,7 +81,7 @@ def stores_by_file(lib: Library) -> dict[str, BookStore]:
 
 
 class _Kiwix:
-    """The Kiwix side of one run: the query driver and one open backend, made on first use."""
+    """The Kiwix side of one run: the Kiwix DAG and one open backend, made on first use."""
 
     def __init__(self, cfg: Mapping[str, Any], cache_dir: str) -> None:
         self.cfg = cfg
@@ -90,21 +90,25 @@ class _Kiwix:
         self.backend: Any = None
         self.last: dict[str, Any] = {}
 
-    def _open(self) -> None:
-        if self.driver is not None:
-            return
-        from folio.dataflows.kiwix_query import build_kiwix_driver, kiwix_config
+    def open(self) -> Any:
+        """The run's backend (the config's variant), opened on first use."""
+        if self.driver is None:
+            from folio.dataflows.kiwix_query import kiwix_backend, kiwix_config, kiwix_driver
 
-        self.driver = build_kiwix_driver(kiwix_config(self.cfg))
-        self.backend = self.driver.execute(["kiwix_backend"])["kiwix_backend"]  # the config's backend variant
+            self.cfg = kiwix_config(self.cfg)
+            self.driver = kiwix_driver(self.cfg)
+            self.backend = kiwix_backend(self.driver, self.cfg)
+        return self.backend
 
     def result(self, question: str) -> Any:
         from folio.dataflows.kiwix_query import run_kiwix_driver
 
-        self._open()
+        self.open()
         if question not in self.last:  # the searcher and the answerer ask the same question in turn
             self.last = {
-                question: run_kiwix_driver(self.driver, question, self.cache_dir, backend=self.backend)
+                question: run_kiwix_driver(
+                    self.driver, question, self.cache_dir, backend=self.backend, config=self.cfg
+                )
             }
         return self.last[question]
 
@@ -112,7 +116,7 @@ class _Kiwix:
         return [(s.candidate.book, s.candidate.path) for s in self.result(question).candidates]
 
     def article_text(self, book: str, path: str) -> str | None:
-        self._open()
+        self.open()
         try:
             return self.backend.article(book, path).text
         except FolioError:
@@ -125,13 +129,20 @@ class _Kiwix:
 
 @contextlib.contextmanager
 def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str, Any]]:
-    """The evaluation DAG's inputs for ``cfg`` over ``lib`` (Kiwix opened lazily, closed on exit)."""
-    from folio.dataflows.asking import ask_driver, kiwix_source_result, query_encoder
+    """The evaluation DAG's inputs for ``cfg`` over ``lib`` (Kiwix opened lazily, closed on exit).
+
+    The answerer runs the ask graph: for a book question over that book alone, without Kiwix
+    (``kiwix: none``); for a Kiwix question over no book, with the run's Kiwix backend. Neither asks
+    the web (``web_sources`` is empty).
+    """
+    from folio.dataflows.asking import ask_driver, query_encoder, shared_resources
+    from folio.dataflows.registry import settings_inputs
 
     stores = stores_by_file(lib)
     by_id = {s.book_id: s for s in stores.values()}
     maps = {s.book_id: lib.concept_map(s.book_id) for s in stores.values()}
     searcher_driver = search_driver(cfg)
+    book_cfg = {**cfg, "kiwix": "none"}
     with tempfile.TemporaryDirectory(prefix="folio-eval-") as tmp:
         kiwix = _Kiwix(cfg, tmp)
 
@@ -142,25 +153,27 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
             return out["search_results"]
 
         def answerer(item: evaluation.QAItem, store: BookStore | None) -> Answer:
+            overrides: dict[str, Any] = {"web_sources": {}}
             if store is not None:
+                run_cfg = book_cfg
                 encoder, _ = query_encoder(cfg)
-                book_stores, concept_maps, external = (
-                    {store.book_id: store},
-                    {store.book_id: maps[store.book_id]},
-                    {},
-                )
+                book_stores, concept_maps = {store.book_id: store}, {store.book_id: maps[store.book_id]}
             else:
+                run_cfg = cfg
                 encoder, book_stores, concept_maps = None, {}, {}
-                external = {"kiwix": lambda clause: kiwix_source_result(kiwix.result(clause), clause)}
+                overrides["kiwix_backend"] = kiwix.open()
+            dr = ask_driver(run_cfg)
             inputs = {
+                **settings_inputs(dr, run_cfg),
                 "question": item.question,
                 "book_stores": book_stores,
                 "concept_maps": concept_maps,
                 "encoder": encoder,
                 "session": Session(),
-                "external_sources": external,
+                "cache_dir": tmp,
             }
-            return ask_driver(cfg).execute(["answer"], inputs=inputs)["answer"]
+            overrides.update(shared_resources(run_cfg, dr, ["llm_connection"]))
+            return dr.execute(["answer"], inputs=inputs, overrides=overrides)["answer"]
 
         def evidence_text(c: Citation) -> str | None:
             if c.kind == "kiwix":

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from folio.nodes.types import Answer, Citation
 
 if TYPE_CHECKING:
-    from folio.dataflows.kiwix_query import KiwixResult
+    from folio.nodes.types import KiwixResult
 
 
 def _citation_line(n: int, c: Citation) -> str:

@@ -1,9 +1,10 @@
 """The Kiwix query dataflow: question -> books -> candidates -> scores -> fused context.
 
-``kiwix_answer`` builds the Hamilton driver over ``nodes.kiwix``, ``nodes.disambiguation``,
-``nodes.scoring`` and ``nodes.fusion`` from a config (``dataflows.config.load_config``), runs it and
-returns a ``KiwixResult``. ``add_kiwix_parser``/``run_kiwix_command`` implement
-``folio kiwix QUERY (--zim PATH... | --kiwix-url URL) [--config FILE] [--json]``.
+``kiwix_answer`` runs the Kiwix DAG (``dataflows.asking.query_driver(config, "kiwix")``: the same
+Kiwix nodes the ask graph holds, ``nodes.llm``, ``nodes.kiwix``, ``nodes.disambiguation``,
+``nodes.scoring`` and ``nodes.kiwix_fusion``) for a config (``dataflows.config.load_config``) with
+``kiwix_query`` as its input, and returns its output, a ``KiwixResult``; ``folio kiwix QUERY (--zim
+PATH... | --kiwix-url URL) [--config FILE] [--json]`` prints it.
 
 ``kiwix_bench(data_dir)`` measures both question sets (``tests/qa/kiwix_questions.jsonl``, the
 development set the search heuristics were tuned on, and ``kiwix_questions_heldout.jsonl``, written
@@ -21,77 +22,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from hamilton import driver
 
 from folio.dataflows.config import load_config
-from folio.nodes import disambiguation, fusion, kiwix, scoring
-from folio.nodes.types import FolioError, KiwixContext, ScoredCandidate
+from folio.nodes.types import FolioError, KiwixResult
 
-_OUTPUTS = [
-    "search_terms",
-    "searched_books",
-    "superseded_books",
-    "selected_books",
-    "scored_candidates",
-    "kiwix_context",
-    "kiwix_errors",
-]
-
-
-@dataclass(frozen=True)
-class KiwixResult:
-    """Everything one Kiwix query produced."""
-
-    query: str
-    search_terms: str
-    selected_books: tuple[str, ...]
-    candidates: tuple[ScoredCandidate, ...]
-    context: KiwixContext
-    errors: tuple[tuple[str, str], ...]
-    searched_books: tuple[str, ...] = ()
-    superseded_books: tuple[tuple[str, str], ...] = ()  # (older edition, newer edition)
-
-    def as_dict(self, max_candidates: int = 10) -> dict[str, Any]:
-        """A JSON-ready view: books, the top candidates with their per-signal breakdown, the context."""
-        return {
-            "query": self.query,
-            "search_terms": self.search_terms,
-            "searched_books": list(self.searched_books),
-            "superseded_books": [{"book": old, "by": new} for old, new in self.superseded_books],
-            "selected_books": list(self.selected_books),
-            "primary_book": self.selected_books[0] if self.selected_books else None,
-            "candidates_total": len(self.candidates),
-            "candidates": [
-                {
-                    "rank": rank,
-                    "book": s.candidate.book,
-                    "path": s.candidate.path,
-                    "title": s.candidate.title,
-                    "url": s.candidate.url,
-                    "origin": s.candidate.origin,
-                    "score": s.score,
-                    "breakdown": dict(s.breakdown),
-                    "excerpt": s.candidate.excerpt,
-                }
-                for rank, s in enumerate(self.candidates[:max_candidates], 1)
-            ],
-            "context": self.context.text,
-            "sources": [
-                {"book": s.source, "title": s.title, "url": s.url, "score": s.score}
-                for s in self.context.sections
-            ],
-            "errors": [{"source": src, "reason": reason} for src, reason in self.errors],
-        }
-
-
-def default_cache_dir() -> str:
-    """The per-user cache folder (``$XDG_CACHE_HOME/folio`` or ``~/.cache/folio``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return str(Path(base) / "folio")
+__all__ = ["KiwixResult", "kiwix_answer", "kiwix_backend", "kiwix_config", "kiwix_driver", "run_kiwix_driver"]
 
 
 def kiwix_config(
@@ -112,46 +50,44 @@ def kiwix_config(
     return cfg
 
 
-def build_kiwix_driver(config: Mapping[str, Any]) -> driver.Driver:
-    """The Hamilton driver of the Kiwix query path for ``config``."""
-    return (
-        driver.Builder()
-        .with_modules(kiwix, disambiguation, scoring, fusion)
-        .with_config(dict(config))
-        .build()
-    )
-
-
 def kiwix_driver(config: Mapping[str, Any]) -> driver.Driver:
-    """The Kiwix query driver for ``config`` (the name ``dataflows.viz`` draws)."""
-    return build_kiwix_driver(config)
+    """The Kiwix query DAG for ``config`` (``dataflows.asking.query_driver(config, "kiwix")``)."""
+    from folio.dataflows.asking import query_driver
+
+    return query_driver(config, "kiwix")
+
+
+def kiwix_backend(dr: driver.Driver, config: Mapping[str, Any]) -> Any:
+    """A new backend for ``config`` (built by the DAG's own ``kiwix_backend`` node); the caller closes it."""
+    from folio.dataflows.registry import settings_inputs
+
+    return dr.execute(["kiwix_backend"], inputs=settings_inputs(dr, config))["kiwix_backend"]
 
 
 def run_kiwix_driver(
-    dr: driver.Driver, query: str, cache_dir: str | None = None, backend: Any = None
+    dr: driver.Driver,
+    query: str,
+    cache_dir: str | None = None,
+    backend: Any = None,
+    config: Mapping[str, Any] | None = None,
 ) -> KiwixResult:
-    """Run a built driver for one query; a given ``backend`` replaces (and is not closed by) the run."""
+    """Run a built Kiwix driver for one query with ``config``'s settings (default: the driver's own
+    defaults); a given ``backend`` replaces (and is not closed by) the run, else one is opened and closed.
+    ``cache_dir`` holds the LLM disambiguation cache (default: the per-user cache folder)."""
+    from folio.dataflows.registry import settings_inputs
+
     if not query.strip():
         raise FolioError("query", "empty question")
-    overrides = {"kiwix_backend": backend} if backend is not None else None
-    outputs = _OUTPUTS if backend is not None else [*_OUTPUTS, "kiwix_backend"]
-    inputs = {"query": query, "cache_dir": cache_dir or default_cache_dir()}
-    out = dr.execute(outputs, inputs=inputs, overrides=overrides)
+    settings = settings_inputs(dr, config) if config is not None else {}
+    opened = backend if backend is not None else kiwix_backend(dr, config or {})
+    inputs = {**settings, "kiwix_query": query, **({"cache_dir": cache_dir} if cache_dir else {})}
     try:
-        context: KiwixContext = out["kiwix_context"]
-        return KiwixResult(
-            query=query,
-            search_terms=out["search_terms"],
-            selected_books=out["selected_books"],
-            candidates=out["scored_candidates"],
-            context=context,
-            errors=tuple(out["kiwix_errors"]) + context.errors,
-            searched_books=tuple(b.name for b in out["searched_books"]),
-            superseded_books=tuple(out["superseded_books"]),
-        )
+        return dr.execute(["kiwix_result"], inputs=inputs, overrides={"kiwix_backend": opened})[
+            "kiwix_result"
+        ]
     finally:
         if backend is None:
-            out["kiwix_backend"].close()
+            opened.close()
 
 
 def kiwix_answer(
@@ -163,10 +99,4 @@ def kiwix_answer(
 ) -> KiwixResult:
     """Answer context for ``query`` from ZIM files (libzim) or a kiwix-serve URL."""
     cfg = kiwix_config(config, zim_paths, kiwix_url)
-    return run_kiwix_driver(build_kiwix_driver(cfg), query, cache_dir)
-
-
-# --- CLI ---------------------------------------------------------------------------------------------
-
-
-# --- evaluation ----------------------------------------------------------------------------------------
+    return run_kiwix_driver(kiwix_driver(cfg), query, cache_dir, config=cfg)

@@ -13,11 +13,12 @@
 - Evidence rule: no book-specific answer without retrieved evidence. Insufficient evidence (see
   ``nodes/book_tools.py``) gives "I could not find support for this in the books." and what was searched.
 
-The final ``answer`` takes the fused text of all sources (``nodes/fusion.py``), their citations in order,
+The final ``answer`` takes the fused text of all sources (``nodes/source_fusion.py``), their citations in order,
 the route (one clause: its route; several: their common route or "MIXED"), the sources used, the tool
 calls spent and the notes.
 
-Config keys: ``answer_max_citations``, ``answer_mode`` and ``llm`` (variants), ``llm_*`` (client).
+Config keys: ``answer_max_citations``, ``answer_mode`` and ``llm`` (variants); the LLM is ``llm_client``
+(``nodes/llm.py``), whose every request spends one call of the question's tool budget.
 Limitations: citation markers of a fused answer are renumbered within the book section only (other
 sources do not use markers); the agent gets at most ``max_tool_calls`` steps.
 """
@@ -29,12 +30,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hamilton.function_modifiers import cache, config
+from hamilton.function_modifiers import config
 
-from folio.nodes.backends.llm import LLMError, OpenAIChatClient
+from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, sentence_spans, stems
-from folio.nodes.book_tools import SEMANTIC_UNAVAILABLE, _question_kind
-from folio.nodes.fusion import NO_RESULTS
+from folio.nodes.book_tools import SEMANTIC_UNAVAILABLE, question_kind
+from folio.nodes.source_fusion import NO_RESULTS
 from folio.nodes.types import (
     Answer,
     BookEvidence,
@@ -236,33 +237,12 @@ def _route_name(routes: Sequence[RouteDecision]) -> str:
 # --- nodes -------------------------------------------------------------------------------------------
 
 
-@cache(behavior="recompute")
-@config.when(llm="openai")
-def llm_client__openai(
-    llm_base_url: str,
-    llm_model: str,
-    llm_api_key_env: str,
-    llm_timeout_seconds: float | int,
-    llm_max_retries: int,
-    tool_budget: ToolBudget,
-) -> Any:
-    """The OpenAI-compatible chat client; every request it sends spends one tool call."""
-    return OpenAIChatClient(
-        llm_base_url,
-        llm_model,
-        llm_api_key_env,
-        float(llm_timeout_seconds),
-        int(llm_max_retries),
-        on_call=tool_budget.on_llm_call,
-    )
-
-
 @config.when(answer_mode="pipeline", llm="none")
 def book_results__extractive(
     book_questions: tuple[RouteDecision, ...],
     book_evidence: tuple[BookEvidence, ...],
     book_catalog: tuple[BookInfo, ...],
-    answer_max_citations: int,
+    answer_max_citations: int = 5,
 ) -> tuple[SourceResult, ...]:
     """Each book clause's extractive answer: its best supporting sentences, each cited."""
     return tuple(
@@ -271,7 +251,6 @@ def book_results__extractive(
     )
 
 
-@cache(behavior="recompute")
 @config.when(answer_mode="pipeline", llm="openai")
 def book_results__llm(
     book_questions: tuple[RouteDecision, ...],
@@ -279,7 +258,7 @@ def book_results__llm(
     chapter_summaries: tuple[tuple[str, str], ...],
     book_catalog: tuple[BookInfo, ...],
     llm_client: Any,
-    answer_max_citations: int,
+    answer_max_citations: int = 5,
 ) -> tuple[SourceResult, ...]:
     """Each book clause's LLM answer over its evidence, ``[n]`` markers mapped to excerpts."""
     out = []
@@ -301,14 +280,13 @@ def book_results__llm(
     return tuple(out)
 
 
-@cache(behavior="recompute")
 @config.when(answer_mode="agent")
 def book_results__agent(
     book_questions: tuple[RouteDecision, ...],
     book_tools: BookTools,
     book_catalog: tuple[BookInfo, ...],
     llm_client: Any,
-    answer_max_citations: int,
+    answer_max_citations: int = 5,
 ) -> tuple[SourceResult, ...]:
     """Each book clause answered by the LLM calling the book tools (same budget and evidence rule)."""
     out = []
@@ -326,7 +304,7 @@ def book_results__agent(
         ranked = _ranked_seen(r.question, tools.seen)
         evidence = BookEvidence(
             tuple(ranked),
-            _question_kind(r.question),
+            question_kind(r.question),
             None,
             tuple(
                 f"agent tool calls: {', '.join(tools.budget.calls)}",

@@ -6,7 +6,7 @@
    as "Ahab", does not). The chapters of the specific matches scoring at least half of the best one
    (best at least ``SCOPE_MIN_SCORE``), at most ``scope_max_chapters``, are the candidate chapters.
    No specific match: the whole books.
-2. Retrieval plan, by the question-kind rule (no LLM):
+2. Retrieval plan (inside ``book_evidence``), by the question-kind rule (no LLM):
    - *concrete* when the clause has a quotation, a digit or a capitalised name after its first word,
      or (without a conceptual cue) opens with who / whom / whose / where / when / which / what /
      name / list / "how many|much|long|old|far";
@@ -22,15 +22,16 @@
    ``evidence_min_similarity`` (0.5); or when nothing was retrieved. Insufficient evidence in candidate
    chapters widens the search to the whole routed books, once (``widened``); whole-book evidence is
    never widened again.
-4. Optional chapter summaries (``answer_summaries: true``) for the chapters of the top two hits.
+4. Optional chapter summaries (``answer_summaries: true``) for the chapters of the top two hits, for
+   the LLM answer's prompt (so only with ``llm: openai``).
 
 Degradation: when semantic search cannot run (no encoder, a broken vector index) the flow is
 lexical-only and notes "Semantic search unavailable". When the tool budget is spent, retrieval stops
 with what it has and notes it.
 
 Config keys: ``search_k``, ``scope_max_chapters``, ``primary_search_weight``, ``evidence_min_coverage``,
-``evidence_min_similarity``, ``answer_summaries``, ``answer_mode`` (this module's nodes are the
-pipeline's; the agent uses the same ``BookTools``).
+``evidence_min_similarity``, ``answer_summaries``, ``answer_mode`` (scope, kinds, evidence and summaries
+are the pipeline's nodes; the agent uses the same ``BookTools`` itself).
 Limitations: coverage counts words, not meaning; a scope from a theme match can miss the chapter
 that holds the answer when that chapter also matches the words (no widening then).
 """
@@ -41,7 +42,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hamilton.function_modifiers import cache, config
+from hamilton.function_modifiers import config, hamilton_exclude
 
 from folio.nodes.backends.tools import (
     BookTools,
@@ -52,7 +53,7 @@ from folio.nodes.backends.tools import (
     coverage,
     stems,
 )
-from folio.nodes.retrieval import _fuse_convex
+from folio.nodes.retrieval import fuse_convex
 from folio.nodes.text import words
 from folio.nodes.types import BookEvidence, ConceptMap, Hit, RouteDecision
 
@@ -105,8 +106,9 @@ _QUOTE = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
 # --- pure helpers ------------------------------------------------------------------------------------
 
 
-def _question_kind(question: str) -> str:
-    """ "concrete" or "conceptual", by the rule in the module docstring."""
+@hamilton_exclude
+def question_kind(question: str) -> str:
+    """ "concrete" or "conceptual", by the rule in the module docstring (public: the agent uses it too)."""
     text = question.strip()
     ws = words(text)
     if not ws:
@@ -162,7 +164,7 @@ def _fused(primary: Sequence[Hit], secondary: Sequence[Hit], weight: float, k: i
         return tuple(primary[:k])
     if not primary:
         return tuple(secondary[:k])
-    return _fuse_convex(primary, secondary, weight, k)
+    return fuse_convex(primary, secondary, weight, k)
 
 
 def _search_once(
@@ -226,14 +228,13 @@ def _evidence(
 # --- nodes -------------------------------------------------------------------------------------------
 
 
-@cache(behavior="recompute")
 def book_tools(
     book_stores: dict,
     concept_maps: dict,
     encoder: object,
     tool_budget: ToolBudget,
     session: object,
-    search_k: int,
+    search_k: int = 10,
 ) -> BookTools:
     """The book tools over every library book, counted by the question's budget, cached in the session."""
     maps: dict[str, ConceptMap] = {b: m for b, m in concept_maps.items() if m is not None}
@@ -256,19 +257,15 @@ def book_questions(
     )
 
 
-def question_kinds(book_questions: tuple[RouteDecision, ...]) -> tuple[str, ...]:
+@config.when(answer_mode="pipeline")
+def question_kinds__pipeline(book_questions: tuple[RouteDecision, ...]) -> tuple[str, ...]:
     """Each book clause's kind: "concrete" or "conceptual"."""
-    return tuple(_question_kind(r.question) for r in book_questions)
+    return tuple(question_kind(r.question) for r in book_questions)
 
 
-def retrieval_plans(question_kinds: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """Each book clause's search tools, in order."""
-    return tuple(_plan(k) for k in question_kinds)
-
-
-@cache(behavior="recompute")
-def book_scopes(
-    book_questions: tuple[RouteDecision, ...], book_tools: BookTools, scope_max_chapters: int
+@config.when(answer_mode="pipeline")
+def book_scopes__pipeline(
+    book_questions: tuple[RouteDecision, ...], book_tools: BookTools, scope_max_chapters: int = 8
 ) -> tuple[tuple[str, ...] | None, ...]:
     """Each book clause's candidate chapters from one concept-map lookup (None = whole books)."""
     out: list[tuple[str, ...] | None] = []
@@ -281,16 +278,16 @@ def book_scopes(
     return tuple(out)
 
 
-@cache(behavior="recompute")
-def book_evidence(
+@config.when(answer_mode="pipeline")
+def book_evidence__pipeline(
     book_questions: tuple[RouteDecision, ...],
     question_kinds: tuple[str, ...],
     book_scopes: tuple[tuple[str, ...] | None, ...],
     book_tools: BookTools,
-    search_k: int,
-    primary_search_weight: float | int,
-    evidence_min_coverage: float | int,
-    evidence_min_similarity: float | int,
+    search_k: int = 10,
+    primary_search_weight: float | int = 0.65,
+    evidence_min_coverage: float | int = 0.5,
+    evidence_min_similarity: float | int = 0.5,
 ) -> tuple[BookEvidence, ...]:
     """Each book clause's evidence: searched in scope, widened once when insufficient."""
     return tuple(
@@ -308,8 +305,7 @@ def book_evidence(
     )
 
 
-@cache(behavior="recompute")
-@config.when(answer_summaries=True)
+@config.when(answer_summaries=True, answer_mode="pipeline", llm="openai")
 def chapter_summaries__on(
     book_evidence: tuple[BookEvidence, ...], book_tools: BookTools
 ) -> tuple[tuple[str, str], ...]:
@@ -326,7 +322,7 @@ def chapter_summaries__on(
     return tuple(out)
 
 
-@config.when(answer_summaries=False)
+@config.when(answer_summaries=False, answer_mode="pipeline", llm="openai")
 def chapter_summaries__off() -> tuple[tuple[str, str], ...]:
     """No chapter summaries (``answer_summaries: false``)."""
     return ()

@@ -13,21 +13,25 @@ With ``llm: none`` (and ``disambiguation: true``) the index itself gives the can
 suggestions in every selected book whose title contains the one search word as a whole word
 ("Mercury (planet)"). ``disambiguation: false`` turns both paths off.
 
-Config keys: ``disambiguation``, ``disambiguation_cache_ttl``, ``llm``. Input: ``cache_dir``.
+The LLM is ``llm_client`` (``nodes/llm.py``), the query graph's one client.
+
+Config keys: ``disambiguation``, ``disambiguation_cache_ttl``, ``llm``. Inputs: ``kiwix_query``;
+``cache_dir`` (the diskcache's parent folder; default ``$XDG_CACHE_HOME/folio`` or ``~/.cache/folio``).
 Limitations: one-word questions only; the LLM's phrases are trusted to be English article titles.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hamilton.function_modifiers import cache, config
+from hamilton.function_modifiers import config
 
-from folio.nodes.scoring import _is_definitional
+from folio.nodes.scoring import is_definitional
 from folio.nodes.types import Candidate, FolioError, KiwixBook
 
 logger = logging.getLogger(__name__)
@@ -59,7 +63,7 @@ def _contains_whole_word(text: str, word: str) -> bool:
 def _llm_applies(question: str, primary: KiwixBook | None, search_terms: str) -> bool:
     """The three query-side conditions of LLM disambiguation (the fourth, an LLM, is the variant)."""
     return (
-        _is_definitional(question)
+        is_definitional(question)
         and primary is not None
         and primary.is_wikipedia
         and len(search_terms.split()) == 1
@@ -151,6 +155,12 @@ def _cached_phrases(
     return phrases
 
 
+def _default_cache_dir() -> str:
+    """The per-user cache folder (``$XDG_CACHE_HOME/folio`` or ``~/.cache/folio``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "folio")
+
+
 def _book_by_name(books: Sequence[KiwixBook], name: str) -> KiwixBook | None:
     return next((b for b in books if b.name == name), None)
 
@@ -158,20 +168,19 @@ def _book_by_name(books: Sequence[KiwixBook], name: str) -> KiwixBook | None:
 # --- nodes -----------------------------------------------------------------------------------------
 
 
-@cache(behavior="recompute")
 @config.when(llm="openai")
-def disambiguation_cache__openai(cache_dir: str) -> Any:
-    """The diskcache store of LLM disambiguation phrases (not cached by Hamilton: it is a connection)."""
+def disambiguation_cache__openai(cache_dir: str | None = None) -> Any:
+    """The diskcache store of LLM disambiguation phrases, under ``cache_dir`` (default: the per-user cache)."""
     import diskcache
 
-    path = Path(cache_dir) / "disambiguation"
+    path = Path(cache_dir or _default_cache_dir()) / "disambiguation"
     path.mkdir(parents=True, exist_ok=True)
     return diskcache.Cache(str(path))
 
 
 @config.when(llm="none")
 def disambiguation_candidates__none(
-    kiwix_backend: Any, selected_books: tuple[str, ...], search_terms: str, disambiguation: bool
+    kiwix_backend: Any, selected_books: tuple[str, ...], search_terms: str, disambiguation: bool = True
 ) -> tuple[Candidate, ...]:
     """Index-driven candidates for a one-word query: suggestions whose title holds the word."""
     if not disambiguation or len(search_terms.split()) != 1:
@@ -182,22 +191,27 @@ def disambiguation_candidates__none(
 @config.when(llm="openai")
 def disambiguation_candidates__openai(
     kiwix_backend: Any,
-    kiwix_llm: Any,
+    llm_client: Any,
     disambiguation_cache: Any,
     available_books: tuple[KiwixBook, ...],
     selected_books: tuple[str, ...],
     search_terms: str,
-    query: str,
-    disambiguation: bool,
-    disambiguation_cache_ttl: int | float,
+    kiwix_query: str,
+    disambiguation: bool = True,
+    disambiguation_cache_ttl: float | int = 3600,
 ) -> tuple[Candidate, ...]:
     """LLM phrases searched in the primary book when all four conditions hold; the index rule on failure."""
     primary = _book_by_name(available_books, selected_books[0]) if selected_books else None
-    if not disambiguation or not _llm_applies(query, primary, search_terms):
+    if not disambiguation or not _llm_applies(kiwix_query, primary, search_terms):
         return ()
     assert primary is not None
     phrases = _cached_phrases(
-        kiwix_llm, disambiguation_cache, query, search_terms, search_terms, float(disambiguation_cache_ttl)
+        llm_client,
+        disambiguation_cache,
+        kiwix_query,
+        search_terms,
+        search_terms,
+        float(disambiguation_cache_ttl),
     )
     if phrases is None:
         return _index_candidates(kiwix_backend, selected_books, search_terms)

@@ -29,9 +29,14 @@ with ``llm: openai`` the LLM ranks the searched books (JSON) and unknown names a
 back to the evidence rule when nothing valid remains. Up to ``kiwix_max_books`` books; the first is
 primary.
 
-Config keys: ``kiwix`` (libzim | http), ``zim_paths``, ``kiwix_url``, ``kiwix_timeout_seconds``,
-``kiwix_max_books``, ``llm`` (none | openai), ``llm_base_url``, ``llm_model``, ``llm_api_key_env``,
-``llm_timeout_seconds``, ``llm_max_retries``. Input: ``query`` (the user's question).
+The backend (open ZIM archives, or a kiwix-serve client) is built by ``kiwix_backend`` from the
+settings, or created once per process by the caller and handed to the DAG (Hamilton ``overrides``).
+The LLM is ``llm_client`` (``nodes/llm.py``), the query graph's one client.
+
+Config keys: ``kiwix`` (libzim | http; ``none`` leaves this module out of the ask graph), ``zim_paths``,
+``kiwix_url``, ``kiwix_timeout_seconds``, ``kiwix_max_books``, ``llm`` (none | openai).
+Input: ``kiwix_query`` (the question; in the ask graph, the clauses routed away from the books,
+see ``nodes/source_fusion.py``).
 Limitations: English stop words only; "rarity" is the engine's hit count capped at ``PROBE_LIMIT``;
 relaxation looks at the first 8 terms only; a book's own subject words ("ray charles" in the Ray
 Charles archive) still earn title points everywhere in that book, so an article whose title lacks
@@ -46,10 +51,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hamilton.function_modifiers import cache, config
+from hamilton.function_modifiers import config
 
 from folio.nodes.backends.html_text import EXCERPT_CHARS, truncate_words
-from folio.nodes.scoring import _POSSESSIVE_RE, _STOP_WORDS, _WORD_RE, _named_phrases, _rank, _stem, _words
+from folio.nodes.scoring import _POSSESSIVE_RE, _STOP_WORDS, _WORD_RE, _stem, _words, named_phrases, rank
 from folio.nodes.types import BookSearch, Candidate, FolioError, KiwixBook
 
 logger = logging.getLogger(__name__)
@@ -77,7 +82,7 @@ def _clean_terms(question: str) -> tuple[str, ...]:
 def _suggest_terms(question: str, terms: Sequence[str]) -> tuple[str, ...]:
     """Title-suggestion inputs: the named phrases of the question; for a one-word query, that word's stem."""
     single = [_stem(terms[0])] if len(terms) == 1 else []
-    return tuple(dict.fromkeys([*_named_phrases(question), *single]))
+    return tuple(dict.fromkeys([*named_phrases(question), *single]))
 
 
 def _weakest_first(terms: Sequence[str], hit_counts: dict[str, int]) -> list[str]:
@@ -277,7 +282,7 @@ def _evidence_ranking(
     ranked = []
     for order, found in enumerate(searches):
         if found.candidates:
-            best = _rank(found.candidates, terms, question, "")[0].score
+            best = rank(found.candidates, terms, question, "")[0].score
             ranked.append((found.book, best, order))
     ranked.sort(key=lambda r: (-r[1], r[2]))
     return tuple((book, score) for book, score, _ in ranked)
@@ -314,39 +319,22 @@ BOOK_RANKING_SCHEMA: dict[str, Any] = {
 # --- nodes -----------------------------------------------------------------------------------------
 
 
-@cache(behavior="recompute")
 @config.when(kiwix="libzim")
-def kiwix_backend__libzim(zim_paths: list[str]) -> Any:
+def kiwix_backend__libzim(zim_paths: Sequence[str] = ()) -> Any:
     """The embedded libzim backend over the given ZIM files (not cached: it holds open archives)."""
     from folio.nodes.backends.zim import ZimBackend
 
     return ZimBackend([str(p) for p in zim_paths])
 
 
-@cache(behavior="recompute")
 @config.when(kiwix="http")
-def kiwix_backend__http(kiwix_url: str, kiwix_timeout_seconds: int | float) -> Any:
+def kiwix_backend__http(kiwix_url: str | None = None, kiwix_timeout_seconds: float | int = 10.0) -> Any:
     """A kiwix-serve backend (not cached: it holds an HTTP client)."""
     from folio.nodes.backends.kiwix_http import KiwixHttpBackend
 
     if not kiwix_url:
         raise FolioError("kiwix_url", "kiwix: http needs kiwix_url (the base URL of a kiwix-serve)")
-    return KiwixHttpBackend(kiwix_url, kiwix_timeout_seconds)
-
-
-@cache(behavior="recompute")
-@config.when(llm="openai")
-def kiwix_llm__openai(
-    llm_base_url: str,
-    llm_model: str,
-    llm_api_key_env: str,
-    llm_timeout_seconds: int | float,
-    llm_max_retries: int,
-) -> Any:
-    """The OpenAI-compatible chat client used for book ranking and disambiguation (not cached)."""
-    from folio.nodes.backends.llm import OpenAIChatClient
-
-    return OpenAIChatClient(llm_base_url, llm_model, llm_api_key_env, llm_timeout_seconds, llm_max_retries)
+    return KiwixHttpBackend(kiwix_url, float(kiwix_timeout_seconds))
 
 
 def available_books(kiwix_backend: Any) -> tuple[KiwixBook, ...]:
@@ -354,9 +342,9 @@ def available_books(kiwix_backend: Any) -> tuple[KiwixBook, ...]:
     return tuple(kiwix_backend.books())
 
 
-def search_terms(query: str) -> str:
+def search_terms(kiwix_query: str) -> str:
     """The cleaned search terms of the question, space-separated ("beatles stop touring")."""
-    return " ".join(_clean_terms(query))
+    return " ".join(_clean_terms(kiwix_query))
 
 
 def searched_books(available_books: tuple[KiwixBook, ...]) -> tuple[KiwixBook, ...]:
@@ -370,24 +358,24 @@ def superseded_books(available_books: tuple[KiwixBook, ...]) -> tuple[tuple[str,
 
 
 def book_searches(
-    kiwix_backend: Any, searched_books: tuple[KiwixBook, ...], search_terms: str, query: str
+    kiwix_backend: Any, searched_books: tuple[KiwixBook, ...], search_terms: str, kiwix_query: str
 ) -> tuple[BookSearch, ...]:
     """The search ladder run on every available book."""
     terms = tuple(search_terms.split())
-    suggest_inputs = _suggest_terms(query, terms)
+    suggest_inputs = _suggest_terms(kiwix_query, terms)
     return tuple(_search_book(kiwix_backend, b.name, terms, suggest_inputs) for b in searched_books)
 
 
 def book_ranking(
-    book_searches: tuple[BookSearch, ...], search_terms: str, query: str
+    book_searches: tuple[BookSearch, ...], search_terms: str, kiwix_query: str
 ) -> tuple[tuple[str, float], ...]:
     """Books ranked by evidence: (name, best candidate score), best first."""
-    return _evidence_ranking(book_searches, tuple(search_terms.split()), query)
+    return _evidence_ranking(book_searches, tuple(search_terms.split()), kiwix_query)
 
 
 @config.when(llm="none")
 def selected_books__none(
-    book_ranking: tuple[tuple[str, float], ...], kiwix_max_books: int
+    book_ranking: tuple[tuple[str, float], ...], kiwix_max_books: int = 2
 ) -> tuple[str, ...]:
     """Up to ``kiwix_max_books`` books with the best evidence; the first is the primary book."""
     return tuple(name for name, _ in book_ranking[: max(1, int(kiwix_max_books))])
@@ -395,16 +383,22 @@ def selected_books__none(
 
 @config.when(llm="openai")
 def selected_books__openai(
-    kiwix_llm: Any,
+    llm_client: Any,
     searched_books: tuple[KiwixBook, ...],
     book_ranking: tuple[tuple[str, float], ...],
-    query: str,
-    kiwix_max_books: int,
+    kiwix_query: str,
+    kiwix_max_books: int = 2,
 ) -> tuple[str, ...]:
-    """The LLM's ranking of the books (unknown names dropped); the evidence rule when nothing valid remains."""
+    """The LLM's ranking of the books (unknown names dropped); the evidence rule when nothing valid remains.
+
+    No question (nothing routed to Kiwix) or no book to rank: no LLM call, no book."""
     limit = max(1, int(kiwix_max_books))
+    if not kiwix_query.strip() or not searched_books:
+        return ()
     try:
-        answer = kiwix_llm.chat_json(_book_ranking_messages(query, searched_books), BOOK_RANKING_SCHEMA)
+        answer = llm_client.chat_json(
+            _book_ranking_messages(kiwix_query, searched_books), BOOK_RANKING_SCHEMA
+        )
     except FolioError as exc:
         logger.warning("book ranking by LLM failed, using evidence: %s", exc)
         answer = {}

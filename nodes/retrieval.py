@@ -67,6 +67,9 @@ def _fuse_convex(lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float,
     )
 
 
+fuse_convex = _fuse_convex  # public for the book flow (an alias, so Hamilton does not take it for a node)
+
+
 def _fuse_rrf(
     lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float, rrf_k: int, k: int
 ) -> tuple[Hit, ...]:

@@ -21,8 +21,10 @@ LLM router (``llm: openai``): one JSON call per clause with the books' metadata 
 the answer ``{route, confidence, suggested_queries, book_ids}`` is validated (route one of the three,
 confidence in [0, 1], known book ids); an invalid answer or a failed call falls back to the
 deterministic router. The router counts as one tool call per clause (an LLM request counts itself).
+The LLM is ``llm_client`` (``nodes/llm.py``), the one client of the query graph.
 
-Config keys: ``llm`` (variant). Limitations: lexical evidence uses per-book bm25, so a very large book
+Config keys: ``llm`` (variant), ``max_tool_calls`` (the question's ``tool_budget``).
+Limitations: lexical evidence uses per-book bm25, so a very large book
 can win weak lexical ties; the router never reads chapter text beyond the top chunk of each book.
 """
 
@@ -32,11 +34,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hamilton.function_modifiers import cache, config
+from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, stem, stems
-from folio.nodes.scoring import _is_definitional
+from folio.nodes.scoring import is_definitional
 from folio.nodes.text import STOPWORDS, words
 from folio.nodes.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
 
@@ -172,7 +174,7 @@ def _book_signal(
     if named:
         return ENTITY_SIGNAL, f"names {', '.join(named[:3])} ({book.title})"
     share = coverage(stems(clause), top_chunk_text)
-    if _is_definitional(clause) and share >= BOOK_MIN_SIGNAL:
+    if is_definitional(clause) and share >= BOOK_MIN_SIGNAL:
         # "What is a noble gas?" naming no book, author or entity is general knowledge: its words turning
         # up in some chapter is not enough for BOOK, so the concept map decides (AMBIGUOUS).
         return DEFINITIONAL_CAP, f"{share:.0%} of the words in {book.title!r}, but a definitional question"
@@ -299,13 +301,11 @@ def book_catalog(book_stores: dict) -> tuple[BookInfo, ...]:
     return tuple(sorted(infos, key=lambda b: (b.title.lower(), b.book_id)))
 
 
-@cache(behavior="recompute")
-def tool_budget(max_tool_calls: int) -> ToolBudget:
+def tool_budget(max_tool_calls: int = 8) -> ToolBudget:
     """The question's tool budget (router, tools and LLM requests)."""
     return ToolBudget(int(max_tool_calls))
 
 
-@cache(behavior="recompute")
 def deterministic_routes(
     question_clauses: tuple[str, ...],
     book_catalog: tuple[BookInfo, ...],
@@ -316,7 +316,6 @@ def deterministic_routes(
     return tuple(_deterministic(c, book_catalog, book_stores, concept_maps) for c in question_clauses)
 
 
-@cache(behavior="recompute")
 @config.when(llm="none")
 def routes__none(
     deterministic_routes: tuple[RouteDecision, ...], book_tools: BookTools, tool_budget: ToolBudget
@@ -329,7 +328,6 @@ def routes__none(
     return tuple(out)
 
 
-@cache(behavior="recompute")
 @config.when(llm="openai")
 def routes__openai(
     deterministic_routes: tuple[RouteDecision, ...],

@@ -17,7 +17,7 @@ Signals (points; each recorded in the candidate's breakdown when it fires):
 ``nodes/kiwix.py``); only ``exact_title`` also accepts the raw question (trimmed, final ``?!.`` dropped),
 so typing a title verbatim ("The Beatles") still counts as exact. Ties keep discovery order.
 
-Config keys: none (inputs ``kiwix_candidates``, ``search_terms``, ``query``, ``primary_book``).
+Config keys: none (inputs ``kiwix_candidates``, ``search_terms``, ``kiwix_query``, ``primary_book``).
 Limitations: the stemmer is a tiny English plural stripper, not Porter; titles and excerpts are
 compared as bags of words, so word order and synonyms are invisible.
 """
@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import html
 import re
+
+from hamilton.function_modifiers import hamilton_exclude
 
 from folio.nodes.types import Candidate, ScoredCandidate
 
@@ -104,7 +106,8 @@ def _title_core(title: str) -> str:
     return " ".join(_stems(_words(plain)))
 
 
-def _named_phrases(question: str) -> tuple[str, ...]:
+@hamilton_exclude
+def named_phrases(question: str) -> tuple[str, ...]:
     """Runs of capitalised words (digits may continue a run) in the question, e.g. "Apollo 13".
 
     The first word only counts when it is not a stop word ("What", "Who"); stop words at either end of
@@ -139,14 +142,15 @@ def _named_phrases(question: str) -> tuple[str, ...]:
 def _title_match_units(terms: tuple[str, ...], question: str) -> frozenset[str]:
     """What a title core may equal for ``stemmed_title``: the whole query, or a query word that is not
     part of a multi-word named phrase of the question ("ray" alone does not stand for "Ray Charles")."""
-    phrases = [_stems(_words(p)) for p in _named_phrases(question)]
+    phrases = [_stems(_words(p)) for p in named_phrases(question)]
     in_phrase = {w for p in phrases if len(p) > 1 for w in p}
     units = {" ".join(_stems(terms))}
     units |= {s for s in _stems(terms) if s not in in_phrase}
     return frozenset(u for u in units if u)
 
 
-def _is_definitional(question: str) -> bool:
+@hamilton_exclude
+def is_definitional(question: str) -> bool:
     """True for "what is X", "what are X", "tell me about X", "what's the deal with X", "what's up with X"."""
     return bool(_DEFINITIONAL_RE.match(question))
 
@@ -196,7 +200,7 @@ def _signals(
         signals.append(("excerpt_overlap", excerpt))
     if _is_list_title(candidate.title):
         signals.append(("list_penalty", LIST_PENALTY))
-        offset = LIST_OFFSET_DEFINITIONAL if _is_definitional(question) else LIST_OFFSET_OTHER
+        offset = LIST_OFFSET_DEFINITIONAL if is_definitional(question) else LIST_OFFSET_OTHER
         signals.append(("list_offset", offset))
     if primary and candidate.book == primary:
         signals.append(("primary_book", PRIMARY_BOOK))
@@ -208,7 +212,8 @@ def _score(candidate: Candidate, terms: tuple[str, ...], question: str, primary:
     return ScoredCandidate(candidate, round(sum(p for _, p in breakdown), 3), breakdown)
 
 
-def _rank(
+@hamilton_exclude
+def rank(
     candidates: tuple[Candidate, ...], terms: tuple[str, ...], question: str, primary: str
 ) -> tuple[ScoredCandidate, ...]:
     """Score every candidate; highest first, ties in discovery order (stable sort)."""
@@ -217,7 +222,7 @@ def _rank(
 
 
 def scored_candidates(
-    kiwix_candidates: tuple[Candidate, ...], search_terms: str, query: str, primary_book: str
+    kiwix_candidates: tuple[Candidate, ...], search_terms: str, kiwix_query: str, primary_book: str
 ) -> tuple[ScoredCandidate, ...]:
     """All candidates scored and ranked, best first, each with its per-signal breakdown."""
-    return _rank(kiwix_candidates, tuple(search_terms.split()), query, primary_book)
+    return rank(kiwix_candidates, tuple(search_terms.split()), kiwix_query, primary_book)

@@ -7,6 +7,7 @@ Offsets are character offsets into a chapter's text (``chapter.text[start:end]``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class FolioError(Exception):
@@ -327,7 +328,7 @@ class ConceptMatches:
 # --- end of concept map ----------------------------------------------------------------------------
 
 
-# --- Kiwix query path (nodes/kiwix.py, scoring.py, fusion.py) -------------------------------------
+# --- Kiwix query path (nodes/kiwix.py, scoring.py, kiwix_fusion.py) -------------------------------
 
 
 @dataclass(frozen=True)
@@ -366,6 +367,52 @@ class KiwixContext:
     text: str
     sections: tuple[ContextSection, ...]
     errors: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class KiwixResult:
+    """Everything one Kiwix query produced (``nodes/kiwix_fusion.py::kiwix_result``)."""
+
+    query: str
+    search_terms: str
+    selected_books: tuple[str, ...]
+    candidates: tuple[ScoredCandidate, ...]
+    context: KiwixContext
+    errors: tuple[tuple[str, str], ...]
+    searched_books: tuple[str, ...] = ()
+    superseded_books: tuple[tuple[str, str], ...] = ()  # (older edition, newer edition)
+
+    def as_dict(self, max_candidates: int = 10) -> dict[str, Any]:
+        """A JSON-ready view: books, the top candidates with their per-signal breakdown, the context."""
+        return {
+            "query": self.query,
+            "search_terms": self.search_terms,
+            "searched_books": list(self.searched_books),
+            "superseded_books": [{"book": old, "by": new} for old, new in self.superseded_books],
+            "selected_books": list(self.selected_books),
+            "primary_book": self.selected_books[0] if self.selected_books else None,
+            "candidates_total": len(self.candidates),
+            "candidates": [
+                {
+                    "rank": rank,
+                    "book": s.candidate.book,
+                    "path": s.candidate.path,
+                    "title": s.candidate.title,
+                    "url": s.candidate.url,
+                    "origin": s.candidate.origin,
+                    "score": s.score,
+                    "breakdown": dict(s.breakdown),
+                    "excerpt": s.candidate.excerpt,
+                }
+                for rank, s in enumerate(self.candidates[:max_candidates], 1)
+            ],
+            "context": self.context.text,
+            "sources": [
+                {"book": s.source, "title": s.title, "url": s.url, "score": s.score}
+                for s in self.context.sections
+            ],
+            "errors": [{"source": src, "reason": reason} for src, reason in self.errors],
+        }
 
 
 # --- Ask: routing, book flow, cross-source fusion, answers (nodes/routing.py, book_tools.py, answering.py)

@@ -14,7 +14,7 @@ from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
 from folio.nodes.backends.tools import Session
 from folio.nodes.evaluation import _BookAligner, _is_hit, _locate, qa_items
-from folio.nodes.fusion import NO_RESULTS
+from folio.nodes.source_fusion import NO_RESULTS
 from folio.nodes.types import FolioError, SourceResult
 from tests.conftest import QA, REPO_DIR, ZIMS
 
@@ -74,15 +74,15 @@ def test_slow_source_is_abandoned_within_the_timeout(fairytale_library: Path) ->
         time.sleep(3.0)
         return SourceResult("web", "web", "late")
 
-    def fast(clause: str) -> SourceResult:
-        return SourceResult("kiwix", "Neon", "Neon is a noble gas with atomic number ten.")
+    fast = (SourceResult("kiwix", "Neon", "Neon is a noble gas with atomic number ten."),)
+    kiwix = {"kiwix_ready": True, "kiwix_results": fast}
 
-    ask("What is neon?", library=fairytale_library, config={"llm": "none"}, sources={"kiwix": fast})  # warm
+    ask("What is neon?", library=fairytale_library, config={"llm": "none"}, overrides=kiwix)  # warm
     t0 = time.monotonic()
     answer = ask(
         "What is the atomic number of neon?",
         library=fairytale_library,
-        sources={"web": slow, "kiwix": fast},
+        overrides={**kiwix, "web_sources": {"web": slow}},
         config={"llm": "none", "fusion_timeout_seconds": 1.0},
     )
     assert time.monotonic() - t0 < 1.0 + 0.5
@@ -104,9 +104,12 @@ def test_compound_question_goes_to_book_and_kiwix(fairytale_library: Path) -> No
 
 
 def test_nothing_found_anywhere_gives_the_no_results_line(fairytale_library: Path) -> None:
-    empty = {"kiwix": lambda clause: SourceResult("kiwix", "kiwix", "No results found")}
+    empty = {"kiwix_ready": True, "kiwix_results": (SourceResult("kiwix", "kiwix", "No results found"),)}
     answer = ask(
-        "What is the atomic number of neon?", library=fairytale_library, sources=empty, config={"llm": "none"}
+        "What is the atomic number of neon?",
+        library=fairytale_library,
+        overrides=empty,
+        config={"llm": "none"},
     )
     assert answer.answer == NO_RESULTS and answer.citations == ()
 

@@ -10,7 +10,7 @@ import pytest
 
 from folio.dataflows.asking import _library
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, extractive_summary
-from folio.nodes.book_tools import SEMANTIC_UNAVAILABLE, _evidence, _plan, _question_kind, _scope
+from folio.nodes.book_tools import SEMANTIC_UNAVAILABLE, _evidence, _plan, _scope, question_kind
 from folio.nodes.types import ConceptMatch, ConceptMatches
 
 
@@ -39,7 +39,7 @@ def tools_for(potter, budget: int = 8, encoder: object = "default") -> BookTools
     ],
 )
 def test_question_kind_rule(question: str, kind: str) -> None:
-    assert _question_kind(question) == kind
+    assert question_kind(question) == kind
 
 
 def test_concrete_questions_search_text_first_and_conceptual_by_meaning_first() -> None:

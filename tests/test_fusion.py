@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.fusion import _best_per_source, _fuse, _survivors, _truncate, kiwix_context
+from folio.nodes.kiwix_fusion import _best_per_source, _fuse, _survivors, kiwix_context, truncate
 from folio.nodes.types import Article, Candidate, ContextSection, FolioError, ScoredCandidate
 from tests.conftest import ZIMS
 
@@ -49,9 +49,9 @@ def test_non_positive_top_score_keeps_only_the_top() -> None:
 
 
 def test_truncate_cuts_at_a_word_boundary() -> None:
-    assert _truncate("alpha beta gamma", 12) == "alpha beta"
-    assert _truncate("short", 100) == "short"
-    assert len(_truncate("x" * 3000, 1500)) == 1500
+    assert truncate("alpha beta gamma", 12) == "alpha beta"
+    assert truncate("short", 100) == "short"
+    assert len(truncate("x" * 3000, 1500)) == 1500
 
 
 def test_one_section_has_no_header_several_have_book_headers() -> None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from folio.dataflows.config import load_config
-from folio.dataflows.kiwix_query import build_kiwix_driver, kiwix_config
+from folio.dataflows.kiwix_query import kiwix_backend, kiwix_config, kiwix_driver
+from folio.dataflows.registry import settings_inputs
 from folio.nodes.backends.zim import ZimBackend
 from folio.nodes.kiwix import (
     FULL_QUERY_MIN_HITS,
@@ -17,7 +18,6 @@ from folio.nodes.kiwix import (
     _clean_terms,
     _edition,
     _key_phrases,
-    _named_phrases,
     _newest_editions,
     _pool,
     _query_excerpt,
@@ -27,6 +27,7 @@ from folio.nodes.kiwix import (
     _suggest_terms,
     _valid_llm_books,
 )
+from folio.nodes.scoring import named_phrases
 from folio.nodes.types import Candidate, FolioError, KiwixBook
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer, start_kiwix_serve
@@ -54,10 +55,13 @@ def kiwix_server() -> Iterator[Any]:
 
 
 def run(config: dict[str, Any], query: str, tmp_path: Path, outputs: list[str]) -> dict[str, Any]:
-    dr = build_kiwix_driver(config)
-    out = dr.execute([*outputs, "kiwix_backend"], inputs={"query": query, "cache_dir": str(tmp_path)})
-    out["kiwix_backend"].close()
-    return out
+    dr = kiwix_driver(config)
+    backend = kiwix_backend(dr, config)
+    inputs = {**settings_inputs(dr, config), "kiwix_query": query, "cache_dir": str(tmp_path)}
+    try:
+        return dr.execute(outputs, inputs=inputs, overrides={"kiwix_backend": backend})
+    finally:
+        backend.close()
 
 
 # --- search terms ------------------------------------------------------------------------------------
@@ -88,10 +92,10 @@ def test_clean_terms_fall_back_to_every_word_for_an_all_stop_word_question() -> 
 
 
 def test_named_phrases_are_capitalised_runs_without_the_question_word() -> None:
-    assert _named_phrases("Which river was the Hoover Dam built on?") == ("Hoover Dam",)
-    assert _named_phrases("What went wrong during the Apollo 13 mission?") == ("Apollo 13",)
-    assert _named_phrases("Why did the Beatles stop touring?") == ("Beatles",)
-    assert _named_phrases("where do emus live") == ()
+    assert named_phrases("Which river was the Hoover Dam built on?") == ("Hoover Dam",)
+    assert named_phrases("What went wrong during the Apollo 13 mission?") == ("Apollo 13",)
+    assert named_phrases("Why did the Beatles stop touring?") == ("Beatles",)
+    assert named_phrases("where do emus live") == ()
 
 
 def test_suggest_terms_add_the_stem_of_a_one_word_query() -> None:

@@ -25,7 +25,6 @@ def route_of(library: Path, question: str) -> tuple[RouteDecision, ...]:
             "concept_maps": maps,
             "encoder": None,
             "session": Session(),
-            "external_sources": {},
         },
     )
     return out["routes"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from folio.nodes import scoring
-from folio.nodes.scoring import _is_definitional, _rank, _score, _stem, scored_candidates
+from folio.nodes.scoring import _score, _stem, is_definitional, rank, scored_candidates
 from folio.nodes.types import Candidate
 from tests.conftest import ZIMS
 
@@ -134,12 +134,12 @@ def test_score_is_the_sum_of_the_breakdown() -> None:
     ],
 )
 def test_definitional_queries(question: str, expected: bool) -> None:
-    assert _is_definitional(question) is expected
+    assert is_definitional(question) is expected
 
 
 def test_ranking_is_stable_for_ties() -> None:
     a, b = cand("Alpha", path="A/1"), cand("Beta", path="A/2")
-    ranked = _rank((a, b), ("zzz",), "q", "")
+    ranked = rank((a, b), ("zzz",), "q", "")
     assert [s.candidate.path for s in ranked] == ["A/1", "A/2"]
 
 

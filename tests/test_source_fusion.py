@@ -11,15 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from folio.nodes.backends.tools import PendingJobs, shared_pool
-from folio.nodes.fusion import (
+from folio.nodes.source_fusion import (
     NO_RESULTS,
     _dedupe,
     _fuse_results,
     _join,
     _looks_empty,
     _merge_group,
-    _source_names,
     fused_context,
+    source_names,
     source_plan,
 )
 from folio.nodes.types import Citation, FolioError, RouteDecision, SourceResult
@@ -37,12 +37,12 @@ def result(source: str, text: str, label: str = "", clause: str = "q") -> Source
 
 
 def test_source_names_are_lowercased_deduplicated_and_capped() -> None:
-    assert _source_names([" Kiwix", "book", "KIWIX", "web", "news"], 3) == ("kiwix", "book", "web")
+    assert source_names([" Kiwix", "book", "KIWIX", "web", "news"], 3) == ("kiwix", "book", "web")
 
 
 def test_unknown_source_name_is_a_folio_error() -> None:
     with pytest.raises(FolioError, match="unknown source 'gopher'"):
-        _source_names(["book", "gopher"], 4)
+        source_names(["book", "gopher"], 4)
 
 
 @pytest.mark.parametrize(
@@ -140,10 +140,11 @@ def test_source_plan_routes_book_clauses_to_books_and_others_to_external_sources
         RouteDecision("BOOK", 0.9, (), ("b1",), "", "who is ahab"),
         RouteDecision("NOT_BOOK", 0.9, (), (), "", "what is neon"),
     )
-    external = {"kiwix": lambda c: None, "web": lambda c: None}
-    plan = source_plan(routes, ["book", "kiwix", "web", "kiwix"], external, 4)
+    web = {"web": lambda c: None}
+    plan = source_plan(routes, web, True, ["book", "kiwix", "web", "kiwix"], 4)
     assert plan == (("book", "who is ahab"), ("kiwix", "what is neon"), ("web", "what is neon"))
-    assert source_plan(routes[1:], ["book", "kiwix"], {}, 4) == (("book", "what is neon"),)
+    assert source_plan(routes[1:], {}, False, ["book", "kiwix"], 4) == (("book", "what is neon"),)
+    assert source_plan(routes[1:], web, False, ["book", "kiwix"], 4) == (("book", "what is neon"),)
 
 
 def test_straggler_is_abandoned_and_fast_result_survives_within_deadline() -> None:

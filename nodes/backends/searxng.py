@@ -5,7 +5,8 @@
 result URLs. ``category`` is ``general`` for the ``web`` source and ``news`` for ``news``.
 The instance must allow the JSON format (``search.formats: [html, json]`` in its settings.yml).
 
-Config keys (read by ``dataflows/asking.py``): ``searxng_url``, ``searxng_timeout_seconds``, ``searxng_max_results``.
+Config keys (read by ``nodes/source_fusion.py::web_sources``): ``searxng_url``, ``searxng_timeout_seconds``,
+``searxng_max_results``.
 Limitations: one page of results; snippets are the engines' own, not the pages' text.
 """
 

@@ -1,0 +1,329 @@
+"""Cross-source fusion: which source answers which clause, the sources' jobs, and one fused context.
+
+Sources: ``book`` (the book flow, ``nodes/book_tools.py`` and ``nodes/answering.py``), ``kiwix`` (the
+Kiwix nodes, ``nodes/kiwix.py`` … ``nodes/kiwix_fusion.py``, in this same graph) and ``web``/``news``
+(SearXNG, ``nodes/backends/searxng.py``). Source names (``sources``) are validated, de-duplicated and
+capped at ``fusion_max_sources``.
+
+Plan (``source_plan``): a BOOK clause goes to the books; any other clause goes to every enabled source
+that can answer (Kiwix when it has a book to search, ``kiwix_ready``; web and news when ``searxng_url``
+is set), or to the books when none can.
+
+Kiwix query (``kiwix_query``): the clauses the plan sends to Kiwix, in the question's order, joined by
+" and " into one query ("" when none: the Kiwix nodes then search nothing and ask no LLM). One clause,
+the usual case, is searched exactly as ``folio kiwix`` would search it; several clauses are searched
+as one question (their terms pooled), so each does not get its own article.
+
+Jobs: web and news run concurrently in the shared fusion pool (contextvars copied), submitted by
+``pending_sources`` before the book flow and the Kiwix nodes run in the caller's thread;
+``fusion_timeout_seconds`` bounds the wait for them from the moment they are submitted: a straggler is
+abandoned (it keeps running) and a fast result survives. The Kiwix nodes are bounded by the backend's
+own timeouts (``kiwix_timeout_seconds`` for a kiwix-serve), not by the fusion timeout.
+
+Fusion (``fused_context``): only successful, non-empty results are kept (``LOOKS_EMPTY`` phrases count
+as empty). Zero left → ``NO_RESULTS``; one → its text as is; several → de-duplicated (a result goes
+when at least ``DUPLICATE_SHARE`` of its sentences already appear in substance in a result with more
+sentences, whatever the completion order), each cut to ``fusion_max_chars_per_source`` and joined with
+``[SOURCE — LABEL]`` headers and ``---`` separators. Clauses routed to the same source merge into one
+section: one header, one separator chosen once for the group ("\n" when every blob is one line, else a
+blank line), items (lines) repeated across blobs kept once, citation markers renumbered.
+
+Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is then false and
+``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
+``fusion_timeout_seconds``, ``fusion_max_chars_per_source``, ``searxng_url``,
+``searxng_timeout_seconds``, ``searxng_max_results``.
+Limitations: a Kiwix failure that raises (an unreachable kiwix-serve) fails the question; the Kiwix
+result ignores per-book Kiwix errors (a corrupt ZIM), as the other books still answer.
+"""
+
+from __future__ import annotations
+
+import re as _re
+from collections.abc import Sequence
+from typing import Any
+
+from hamilton.function_modifiers import config, hamilton_exclude
+
+from folio.nodes.backends.searxng import SearxngSource
+from folio.nodes.backends.tools import PendingJobs, shared_pool, stems
+from folio.nodes.kiwix_fusion import truncate
+from folio.nodes.text import sentences as _sentence_spans
+from folio.nodes.types import (
+    Citation,
+    FolioError,
+    FusedContext,
+    KiwixBook,
+    KiwixResult,
+    RouteDecision,
+    SourceResult,
+)
+
+DEFAULT_SOURCES = ("book", "kiwix", "web", "news")  # configs/default.yaml's ``sources``
+
+KNOWN_SOURCES = ("book", "kiwix", "web", "news")
+NO_RESULTS = "No results returned from any source in fusion query."
+LOOKS_EMPTY = (
+    "no results found",
+    "no results",
+    "no result",
+    "nothing found",
+    "no matches",
+    "no match found",
+    "0 results",
+    "not found",
+    "no articles found",
+    "(no context)",
+    "i could not find support",
+)
+DUPLICATE_SHARE = 0.6
+SAME_SENTENCE = 0.8  # Jaccard of content stems at which two sentences say the same thing
+_MARKER = _re.compile(r"\[(\d+)\]")
+
+
+@hamilton_exclude
+def source_names(names: Sequence[str], max_sources: int) -> tuple[str, ...]:
+    """Known source names, lower-cased, de-duplicated in order and capped; FolioError on an unknown one."""
+    out: list[str] = []
+    for raw in names:
+        name = str(raw).strip().lower()
+        if name not in KNOWN_SOURCES:
+            raise FolioError("sources", f"unknown source {raw!r}: use {', '.join(KNOWN_SOURCES)}")
+        if name not in out:
+            out.append(name)
+    return tuple(out[: max(1, int(max_sources))])
+
+
+def _looks_empty(text: str) -> bool:
+    """Blank, or nothing but a "no results" phrase."""
+    core = " ".join(text.lower().split()).strip(" .!:")
+    return not core or any(core.startswith(p.strip(" .")) for p in LOOKS_EMPTY)
+
+
+def _sentence_keys(text: str) -> list[frozenset[str]]:
+    plain = _MARKER.sub("", text)
+    keys = [stems(plain[s:e]) for s, e in _sentence_spans(plain)]
+    return [k for k in keys if k]
+
+
+def _same(a: frozenset[str], b: frozenset[str]) -> bool:
+    return len(a & b) / len(a | b) >= SAME_SENTENCE or (len(a) >= 3 and a <= b)
+
+
+def _is_duplicate(keys: Sequence[frozenset[str]], other: Sequence[frozenset[str]]) -> bool:
+    """At least ``DUPLICATE_SHARE`` of ``keys`` appear in substance among ``other``."""
+    if not keys:
+        return True
+    found = sum(1 for k in keys if any(_same(k, o) for o in other))
+    return found >= DUPLICATE_SHARE * len(keys)
+
+
+def _dedupe(results: Sequence[SourceResult]) -> tuple[SourceResult, ...]:
+    """Drop results repeating another; the one with fewer sentences goes. Kept results stay in input order.
+
+    Results are judged from most sentences to fewest (ties by source, label, text), so the outcome does
+    not depend on the order the sources finished in.
+    """
+    keys = [_sentence_keys(r.text) for r in results]
+    order = sorted(
+        range(len(results)),
+        key=lambda i: (-len(keys[i]), results[i].source, results[i].label, results[i].text),
+    )
+    kept: list[int] = []
+    for i in order:
+        if not any(_is_duplicate(keys[i], keys[j]) for j in kept):
+            kept.append(i)
+    return tuple(results[i] for i in sorted(kept))
+
+
+def _renumber(text: str, offset: int) -> str:
+    return _MARKER.sub(lambda m: f"[{int(m.group(1)) + offset}]", text) if offset else text
+
+
+def _merge_group(results: Sequence[SourceResult]) -> SourceResult:
+    """Several clauses' results of one source as one section (see the notes above)."""
+    if len(results) == 1:
+        return results[0]
+    blobs, citations = [], []
+    for r in results:
+        blobs.append(_renumber(r.text, len(citations)))
+        citations.extend(r.citations)
+    separator = "\n" if all("\n" not in b.strip() for b in blobs) else "\n\n"
+    seen: set[str] = set()
+    items: list[str] = []
+    for blob in blobs:
+        for line in blob.strip().split("\n"):
+            key = " ".join(_MARKER.sub("", line).lower().split())
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            items.append(line.strip())
+    labels = list(dict.fromkeys(r.label for r in results))
+    return SourceResult(
+        results[0].source,
+        " + ".join(labels),
+        separator.join(items),
+        tuple(citations),
+        None,
+        " / ".join(r.clause for r in results),
+        tuple(n for r in results for n in r.notes),
+    )
+
+
+def _header(result: SourceResult) -> str:
+    source, label = result.source.upper(), result.label.strip()
+    return f"[{source}]" if not label or label.upper() == source else f"[{source} — {label}]"
+
+
+def _join(results: Sequence[SourceResult], max_chars: int) -> str:
+    """Zero results: ``NO_RESULTS``; one: its text; several: truncated sections with headers."""
+    if not results:
+        return NO_RESULTS
+    if len(results) == 1:
+        return results[0].text
+    return "\n\n---\n\n".join(f"{_header(r)}\n{truncate(r.text, max_chars)}" for r in results)
+
+
+def _fuse_results(
+    results: Sequence[SourceResult], source_order: Sequence[str], max_chars: int
+) -> tuple[str, tuple[SourceResult, ...], tuple[str, ...]]:
+    """Keep successful non-empty results, merge clauses per source, de-duplicate, join."""
+    notes = [f"{r.source}: {r.error}" for r in results if r.error]
+    usable = [r for r in results if not r.error and not _looks_empty(r.text)]
+    rank = {name: i for i, name in enumerate(source_order)}
+    groups: dict[str, list[SourceResult]] = {}
+    for r in sorted(usable, key=lambda r: (rank.get(r.source, len(rank)), r.clause, r.label, r.text)):
+        groups.setdefault(r.source, []).append(r)
+    merged = [_merge_group(g) for g in groups.values()]
+    kept = _dedupe(merged) if len(merged) > 1 else tuple(merged)
+    notes.extend(f"{r.source}: dropped as a duplicate of another source" for r in merged if r not in kept)
+    return _join(kept, max_chars), kept, tuple(notes)
+
+
+def _kiwix_source_result(result: KiwixResult) -> SourceResult:
+    """A Kiwix result as a fusion source: its context text, labelled, with one citation per section."""
+    paths = {s.candidate.url: s.candidate.path for s in result.candidates}
+    citations = tuple(
+        Citation(
+            "kiwix", zim=s.source, path=paths.get(s.url, s.url.split("/", 3)[-1]), title=s.title, url=s.url
+        )
+        for s in result.context.sections
+    )
+    label = " + ".join(dict.fromkeys(s.title for s in result.context.sections)) or "kiwix"
+    text = result.context.text or "no results found"
+    return SourceResult("kiwix", label, text, citations, None, result.query)
+
+
+# --- nodes ---------------------------------------------------------------------------------------------
+
+
+def fusion_pool(fusion_thread_pool_size: int = 12) -> Any:
+    """The process-wide, long-lived fusion thread pool."""
+    return shared_pool(int(fusion_thread_pool_size))
+
+
+def web_sources(
+    sources: Sequence[str] = DEFAULT_SOURCES,
+    fusion_max_sources: int = 4,
+    searxng_url: str | None = None,
+    searxng_timeout_seconds: float | int = 10.0,
+    searxng_max_results: int = 5,
+) -> dict[str, Any]:
+    """The enabled SearXNG sources (``web``, ``news``) by name; none without ``searxng_url``."""
+    if not searxng_url:
+        return {}
+    enabled = source_names(sources, fusion_max_sources)
+    return {
+        name: SearxngSource(str(searxng_url), name, float(searxng_timeout_seconds), int(searxng_max_results))
+        for name in ("web", "news")
+        if name in enabled
+    }
+
+
+@config.when(kiwix="none")
+def kiwix_ready__none() -> bool:
+    """No Kiwix in this graph (``kiwix: none``)."""
+    return False
+
+
+@config.when_in(kiwix=["libzim", "http"])
+def kiwix_ready__kiwix(searched_books: tuple[KiwixBook, ...]) -> bool:
+    """Kiwix can answer: it has at least one book to search (none without ZIM files)."""
+    return bool(searched_books)
+
+
+def source_plan(
+    routes: tuple[RouteDecision, ...],
+    web_sources: dict[str, Any],
+    kiwix_ready: bool,
+    sources: Sequence[str] = DEFAULT_SOURCES,
+    fusion_max_sources: int = 4,
+) -> tuple[tuple[str, str], ...]:
+    """(source, clause) jobs: BOOK clauses → ``book``; others → the enabled sources that can answer
+    (the books when none can)."""
+    ready = {name for name in web_sources} | ({"kiwix"} if kiwix_ready else set())
+    external = tuple(s for s in source_names(sources, fusion_max_sources) if s != "book" and s in ready)
+    jobs: list[tuple[str, str]] = []
+    for r in routes:
+        targets = ("book",) if r.route == "BOOK" or not external else external
+        jobs.extend((s, r.question) for s in targets)
+    return tuple(dict.fromkeys(jobs))
+
+
+@config.when_in(kiwix=["libzim", "http"])
+def kiwix_query__kiwix(source_plan: tuple[tuple[str, str], ...]) -> str:
+    """The clauses the plan sends to Kiwix, joined by " and " ("" when none)."""
+    return " and ".join(clause for source, clause in source_plan if source == "kiwix")
+
+
+def pending_sources(
+    source_plan: tuple[tuple[str, str], ...], web_sources: dict[str, Any], fusion_pool: Any
+) -> PendingJobs:
+    """Every web and news (source, clause) job of the plan, submitted to the pool now."""
+    jobs = [(s, c, web_sources[s]) for s, c in source_plan if s in web_sources]
+    return PendingJobs(fusion_pool, jobs)
+
+
+@config.when(kiwix="none")
+def kiwix_results__none() -> tuple[SourceResult, ...]:
+    """No Kiwix result (``kiwix: none``)."""
+    return ()
+
+
+@config.when_in(kiwix=["libzim", "http"])
+def kiwix_results__kiwix(kiwix_result: KiwixResult) -> tuple[SourceResult, ...]:
+    """The Kiwix result as a fusion source (one citation per context section); none when nothing
+    was routed to Kiwix."""
+    return (_kiwix_source_result(kiwix_result),) if kiwix_result.query.strip() else ()
+
+
+def source_results(
+    pending_sources: PendingJobs,
+    book_results: tuple[SourceResult, ...],
+    kiwix_results: tuple[SourceResult, ...],
+    fusion_timeout_seconds: float | int = 15.0,
+) -> tuple[SourceResult, ...]:
+    """The book and Kiwix results and the web/news results in by the deadline (the rest as errors)."""
+    done, failed = pending_sources.collect(float(fusion_timeout_seconds))
+    out = [*book_results, *kiwix_results]
+    for source, clause, result in done:
+        out.append(
+            result
+            if isinstance(result, SourceResult)
+            else SourceResult(source, source, str(result), clause=clause)
+        )
+    out.extend(SourceResult(source, source, "", error=why, clause=clause) for source, clause, why in failed)
+    return tuple(out)
+
+
+def fused_context(
+    source_results: tuple[SourceResult, ...],
+    sources: Sequence[str] = DEFAULT_SOURCES,
+    fusion_max_sources: int = 4,
+    fusion_max_chars_per_source: int = 1500,
+) -> FusedContext:
+    """The sources' results fused into one text (see the module docstring)."""
+    order = source_names(sources, fusion_max_sources)
+    text, kept, notes = _fuse_results(
+        source_results, (*order, *KNOWN_SOURCES), int(fusion_max_chars_per_source)
+    )
+    return FusedContext(text, kept, notes)
