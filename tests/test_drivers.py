@@ -5,7 +5,7 @@ import json
 import pytest
 
 from folio.dataflows.config import config_files, load_config
-from folio.dataflows.drivers import ingest_driver, search_driver
+from folio.dataflows.registry import ingest_driver, search_driver
 from folio.dataflows.viz import VIZ_DIR, diagrams, graph_structure
 
 CONFIGS = config_files()
