@@ -65,11 +65,14 @@ def book_file(source_files: tuple) -> Parallelizable[str]:
 
 def book_outcome(
     book_file: str,
-    book_ingester: Callable[[str, Progress], BookOutcome],
+    book_ingester: Callable,
     progress: Progress,
     worker_threads: int,
 ) -> BookOutcome:
-    """One book staged by ``book_ingester`` (the per-book ingest DAG), or its one-line error; never raises."""
+    """One book staged by ``book_ingester(book_file, progress)`` (the per-book ingest DAG), or its error.
+
+    Never raises: any failure becomes the book's one-line error.
+    """
     limit_torch_threads(worker_threads)
     try:
         return book_ingester(book_file, progress)
