@@ -198,7 +198,9 @@ _INPUTS: weakref.WeakKeyDictionary[driver.Driver, frozenset[str]] = weakref.Weak
 _LOCK = threading.Lock()
 
 
-def _memo_key(name: str, config: Mapping[str, Any], cache_library: str | Path | None) -> tuple:
+def _memo_key(
+    name: str, config: Mapping[str, Any], cache_library: str | Path | None
+) -> tuple[str, str, str | None]:
     dag = DAGS[name]
     varying = dict(config) if dag.external_builder is not None else dag_switches(name, config)
     library = None if cache_library is None else str(Path(cache_library).expanduser().resolve())
@@ -271,6 +273,8 @@ class ConfiguredDriver:
         )
 
     def __getattr__(self, attr: str) -> Any:
+        if attr == "driver":  # not set yet (unpickling): never recurse
+            raise AttributeError(attr)
         return getattr(self.driver, attr)
 
 
