@@ -1,4 +1,4 @@
-"""Concept-map lookup for people: ``format_matches`` prints what ``ConceptMap.lookup`` found.
+"""Concept-map lookup results as text: ``format_matches`` prints what ``ConceptMap.lookup`` found.
 
 A plain module (never handed to a Hamilton driver). The lookup itself lives with the concept map in
 ``nodes.types`` (``concept_map_lookup``, reachable as ``ConceptMap.lookup``), re-exported here; the CLI
