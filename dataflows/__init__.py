@@ -2,6 +2,7 @@
 
 from folio.dataflows import ingest, search, books, ask, Session, ingest_driver, search_driver, ask_driver, load_config
 from folio.dataflows import evaluate, eval_driver, run_experiment, load_experiment
+from folio.dataflows import DAGS, driver_for          # the registry of the DAGs (dataflows.registry)
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ _EXPORTS = {
     "IngestReport": "folio.dataflows.api",
     "Library": "folio.dataflows.library",
     "load_config": "folio.dataflows.config",
-    "ingest_driver": "folio.dataflows.drivers",
-    "search_driver": "folio.dataflows.drivers",
-    "build_driver": "folio.dataflows.drivers",
+    "ingest_driver": "folio.dataflows.registry",
+    "search_driver": "folio.dataflows.registry",
+    "DAGS": "folio.dataflows.registry",
+    "driver_for": "folio.dataflows.registry",
     "evaluate_file": "folio.dataflows.evaluation",
     "evaluate": "folio.dataflows.evaluation",
     "eval_driver": "folio.dataflows.evaluation",

@@ -4,8 +4,10 @@
     report = ingest(["moby-dick.epub"], library="~/folio")
     hits = search("white whale", library="~/folio", mode="hybrid", k=5)
 
-Every call goes through the Hamilton drivers of ``dataflows.drivers``; the encoder and open book
-stores are shared per process, so warm calls pay no load time.
+Every call goes through the DAG registry (``dataflows.registry``): drivers memoised per config
+switches, settings passed as inputs; the encoder and open book stores are shared per process, so warm
+calls pay no load time. ``resolve_library`` and ``resolve_config`` turn the ``library``/``config``
+arguments every front (API, evaluation, experiments) accepts into a ``Library`` and a full config.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from folio.dataflows.config import load_config
-from folio.dataflows.drivers import search_driver
 from folio.dataflows.library import Library
 from folio.dataflows.parallel import ingest_books
+from folio.dataflows.registry import execute
 from folio.nodes.backends.progress import NullProgress, Progress
 from folio.nodes.types import FolioError, Hit, StagedBook
 
@@ -38,11 +40,15 @@ class IngestReport:
         return not self.errors
 
 
-def _library(library: str | Path | Library | None) -> Library:
+def resolve_library(library: str | Path | Library | None) -> Library:
+    """A ``Library`` from a path (``None``: the default library) or the library itself."""
     return library if isinstance(library, Library) else Library(library)
 
 
-def _config(config: str | Path | Mapping[str, Any] | None, overrides: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_config(
+    config: str | Path | Mapping[str, Any] | None, overrides: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The full config: defaults ← ``config`` (a YAML file, or a mapping of keys) ← ``overrides``."""
     if isinstance(config, Mapping):
         merged = load_config(None, overrides=dict(config))
         merged.update(overrides)
@@ -78,9 +84,9 @@ def ingest(
     ``executor`` (``dataflows.parallel``), one book or ``workers: 1`` in-process. With ``cache``
     (default), unchanged work is reused from the library's node-result cache.
     """
-    lib = _library(library)
+    lib = resolve_library(library)
     overrides: dict[str, Any] = {"chunk_profile": profile} if profile else {}
-    cfg = _config(config, overrides)
+    cfg = resolve_config(config, overrides)
     report = IngestReport()
     files = book_files(paths)
     if not files:
@@ -107,7 +113,7 @@ def search(
     config: str | Path | Mapping[str, Any] | None = None,
 ) -> list[Hit]:
     """Search the library (or one book, or some chapters) by words, meaning, or both."""
-    lib = _library(library)
+    lib = resolve_library(library)
     overrides: dict[str, Any] = {}
     if mode:
         if mode not in SEARCH_MODES:
@@ -115,14 +121,16 @@ def search(
         overrides["search_mode"] = mode
     if k is not None:
         overrides["search_k"] = int(k)
-    cfg = _config(config, overrides)
+    cfg = resolve_config(config, overrides)
     book_ids = [lib.resolve_book(book)] if book else lib.book_ids()
     if not book_ids:
         raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
     chapter_ids = None
     if chapter is not None:
         chapter_ids = (chapter,) if isinstance(chapter, str) else tuple(chapter)
-    result = search_driver(cfg).execute(
+    result = execute(
+        "search",
+        cfg,
         ["search_results"],
         inputs={"query": query, "book_stores": tuple(lib.stores(book_ids)), "chapter_ids": chapter_ids},
     )
@@ -131,4 +139,4 @@ def search(
 
 def books(library: str | Path | Library | None = None) -> list[dict[str, Any]]:
     """The library's books: id, title, author, chapters, chunks."""
-    return _library(library).books()
+    return resolve_library(library).books()

@@ -29,14 +29,18 @@ from typing import Any
 import httpx
 import numpy as np
 
-from folio.dataflows.api import ingest
+from folio.dataflows.api import book_files, ingest, search
 from folio.dataflows.asking import ask
 from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_config, kiwix_driver, run_kiwix_driver
 from folio.dataflows.library import Library
 from folio.dataflows.parallel import ingest_books
-from folio.nodes import collection, kiwix, source_fusion
-from folio.nodes.backends.progress import Progress
+from folio.dataflows.registry import execute
+from folio.nodes import kiwix, source_fusion
+from folio.nodes.backends.embedding_cache import EmbeddingCache
+from folio.nodes.backends.encoder import load_encoder
+from folio.nodes.backends.progress import NullProgress, Progress
+from folio.nodes.backends.workers import available_cores
 from folio.nodes.types import FolioError, SourceResult, StagedBook
 
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
@@ -94,29 +98,19 @@ def _edit_one_chapter(epub: Path, target: Path) -> None:
 
 def _concept_map_time(book: Path, config: dict[str, Any], lib: Any) -> float:
     """Seconds to build the concept map alone from the book's (cached) chunks and vectors."""
-    from folio.dataflows.drivers import INGEST_MODULES, build_driver
-    from folio.nodes.backends.embedding_cache import EmbeddingCache
-    from folio.nodes.backends.progress import NullProgress
-
-    dr = build_driver(INGEST_MODULES, config)
     inputs = {
         "source_path": str(book),
         "staging_dir": str(lib.path / "staging"),
         "embedding_cache": EmbeddingCache(lib.cache_dir / "embeddings"),
         "progress": NullProgress(),
     }
-    parts = dr.execute(["manifest", "chunks", "chunk_vectors"], inputs=inputs)
+    parts = execute("ingest", config, ["manifest", "chunks", "chunk_vectors"], inputs=inputs)
     t0 = time.perf_counter()
-    dr.execute(["concept_map"], inputs=inputs, overrides=parts)
+    execute("ingest", config, ["concept_map"], inputs=inputs, overrides=parts)
     return time.perf_counter() - t0
 
 
 def book_bench(data_dir: Path, work: Path) -> dict[str, Any]:
-    from folio.dataflows.api import search
-    from folio.dataflows.config import load_config
-    from folio.dataflows.library import Library
-    from folio.nodes.backends.encoder import load_encoder
-
     config = load_config()
     encoder = load_encoder(config["embedding_model"])
     encoder.encode(["warm up the encoder"])
@@ -451,11 +445,8 @@ def kiwix_bench(
 
 def library_bench(data_dir: str | Path) -> dict[str, Any]:
     """Ingest every book of ``data_dir/books`` into fresh libraries with 1 worker, then 2 workers."""
-    from folio.dataflows.api import book_files
-    from folio.dataflows.config import load_config
-
     files = book_files([Path(data_dir) / "books"])
-    out: dict[str, Any] = {"books": len(files), "cores": collection._cores()}
+    out: dict[str, Any] = {"books": len(files), "cores": available_cores()}
     for workers in (1, 2):
         config = load_config(overrides={"workers": workers})
         with tempfile.TemporaryDirectory(prefix=f"folio-bench-w{workers}-") as tmp:

@@ -6,12 +6,13 @@ Hamilton's SQLite metadata store. Both live in ``LIBRARY/cache/hamilton``, so tw
 share or pollute each other's cache.
 
 What is cached and why:
-- ``parsed_book`` always recomputes (cheap, and it is what notices an edited file); everything below
+- ``parsed_book`` always runs (cheap, and it is what notices an edited file); everything below
   it is keyed by the *content* of its inputs, so an unchanged book reuses its manifest, chunks,
   windows, vectors and concept map, and a changed config key re-runs exactly the nodes downstream of
   it (a new chunk size re-chunks and re-embeds; a new theme threshold re-clusters only).
 - Writers (``lexical_index``, ``vector_index``, ``concept_map_file``, ``staged_book``) and clients
-  (``encoder``) are marked ``recompute`` in their modules.
+  (``encoder``) always run: the DAG registry declares them once per DAG (``Dag.never_cached`` in
+  ``dataflows.registry``, handed to ``with_cache(recompute=...)``); node modules carry no cache rules.
 - Window embeddings are additionally cached per window by ``(model id, text hash)``
   (``nodes.backends.embedding_cache``), so an edited chapter re-embeds only its own windows.
 

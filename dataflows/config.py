@@ -2,9 +2,11 @@
 
 Every key may be overridden by an environment variable of the same name in upper case
 (``kiwix_max_books`` <- ``KIWIX_MAX_BOOKS``); values from the environment are parsed as YAML scalars,
-so ``KIWIX_MAX_BOOKS=3`` is the integer 3. The merged mapping is the Hamilton driver config: string
-keys such as ``embedder``, ``kiwix``, ``llm`` and ``executor`` select ``@config.when`` variants, and
-every other key is available to nodes as an input of the same name.
+so ``KIWIX_MAX_BOOKS=3`` is the integer 3. Two kinds of keys: *switches* (``SWITCHES``: ``embedder``,
+``kiwix``, ``llm``, ``executor``...) select ``@config.when`` variants and are all that Hamilton's
+``with_config`` receives; every other key is a *setting* (a number, path or URL), passed to the nodes
+as the input of the same name at execute time (``dataflows.registry.execute``), where the node's
+signature holds its default. A few settings are read by the assembly layer instead (``ASSEMBLY_KEYS``).
 """
 
 from __future__ import annotations
@@ -96,3 +98,18 @@ def switches(config: Mapping[str, Any]) -> dict[str, Any]:
 def settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """The settings of ``config``: numbers, paths, URLs (node inputs)."""
     return {k: v for k, v in config.items() if k not in SWITCHES}
+
+
+# Settings read by the assembly layer (``dataflows/``) rather than by a node; every other key of a
+# config is a switch or a node input (``tests/test_registry.py`` checks it).
+ASSEMBLY_KEYS = frozenset(
+    {
+        "zim_paths",  # the Kiwix source of ``folio ask`` (dataflows.asking.ask_config, kiwix_query)
+        "kiwix_url",  # idem, for kiwix: http
+        "workers",  # the size of the local process pool (dataflows.parallel._remote_executor)
+        "dask_scheduler",  # the Dask cluster (dataflows.parallel._remote_executor)
+        "searxng_url",  # the web and news sources of ``folio ask`` (dataflows.asking)
+        "searxng_timeout_seconds",
+        "searxng_max_results",
+    }
+)

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from folio.dataflows.api import _config, _library
+from folio.dataflows.api import resolve_config as _config
+from folio.dataflows.api import resolve_library as _library
 from folio.dataflows.drivers import build_driver, search_driver
 from folio.dataflows.library import Library
 from folio.nodes import evaluation

@@ -41,9 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from folio.dataflows import experiment_store
 from folio.dataflows.api import book_files
 from folio.dataflows.config import load_config
+from folio.dataflows.evaluation import evaluate
 from folio.dataflows.library import Library
+from folio.dataflows.parallel import ingest_books
+from folio.dataflows.registry import driver_for
+from folio.nodes.backends.progress import BarProgress, NullProgress
+from folio.nodes.evaluation import qa_items
 from folio.nodes.types import FolioError
 
 BASELINES = ("bm25s", "dense_exact")
@@ -204,9 +210,7 @@ def variant_config(experiment: Experiment, variant: Variant) -> dict[str, Any]:
 
 def ingest_keys(config: Mapping[str, Any]) -> tuple[str, ...]:
     """The config keys the ingest DAG reads (node parameters and ``@config.when`` keys), from its graph."""
-    from folio.dataflows.drivers import ingest_driver
-
-    dr = ingest_driver(config)
+    dr = driver_for("ingest", config)
     used = {name for node in dr.graph.nodes.values() for name in node.input_types}
     return tuple(sorted((used | {"embedder"}) & set(config)))
 
@@ -219,8 +223,6 @@ def ingest_hash(config: Mapping[str, Any]) -> str:
 
 def _book_sources(experiment: Experiment, library: Library) -> list[Path]:
     """The book files the experiment's questions need: its ``books``, else the library's books they name."""
-    from folio.nodes.evaluation import qa_items
-
     named = {
         Path(i.book_file).name for q in experiment.questions for i in qa_items(str(q)) if i.kind == "book"
     }
@@ -254,9 +256,6 @@ def variant_library(
     library: Library, config: Mapping[str, Any], files: Sequence[Path], progress: bool = False
 ) -> tuple[Library, dict[str, int]]:
     """Ingest ``files`` with ``config`` into its variant library (the main library's caches) → (library, cache counts)."""
-    from folio.dataflows.parallel import ingest_books
-    from folio.nodes.backends.progress import BarProgress, NullProgress
-
     vlib = Library(library.path / "experiments" / "libraries" / ingest_hash(config))
     report: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     wanted = {str(Path(f).resolve()) for f in files}
@@ -292,9 +291,6 @@ def run_experiment(
     experiment: str | Path | Experiment, library: str | Path | Library | None = None, progress: bool = False
 ) -> ExperimentReport:
     """Run every variant of an experiment (a file, or one already loaded) against ``library``; save in its DuckDB."""
-    from folio.dataflows import experiment_store
-    from folio.dataflows.evaluation import evaluate
-
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
     lib = library if isinstance(library, Library) else Library(library)

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import importlib.util
+import logging
 import multiprocessing
 import os
 import shutil
@@ -38,15 +40,16 @@ from hamilton.execution.grouping import NodeGroupPurpose
 from hamilton.execution.state import TaskState
 from hamilton.lifecycle import api as lifecycle
 
+from folio.dataflows.caching import last_run, stores
 from folio.dataflows.library import Library
-from folio.nodes import collection
+from folio.dataflows.registry import build, driver_for, settings_inputs
+from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.progress import BarProgress, Progress
+from folio.nodes.backends.workers import available_cores, pool_size
 from folio.nodes.types import BookOutcome, FolioError, StagedBook
 
 POLL_SECONDS = 0.05
 EXECUTORS = ("local", "dask")
-# The library DAG sees only these config keys; the per-book DAG gets the whole config as ``ingest_config``.
-EXECUTION_KEYS = ("executor", "workers", "dask_scheduler")
 
 
 # --- progress ------------------------------------------------------------------------------------
@@ -168,7 +171,7 @@ class BookProcessPool(executors.TaskExecutor):
     def init(self) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(
-            ["folio.nodes.collection", "folio.dataflows.drivers", "sentence_transformers"]
+            ["folio.nodes.collection", "folio.dataflows.parallel", "sentence_transformers"]
         )
         self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
         self.active = []
@@ -241,7 +244,7 @@ def _remote_executor(config: Mapping[str, Any], n_books: int | None) -> executor
     if kind not in EXECUTORS:
         raise FolioError("executor", f"unknown executor {kind!r}: use local or dask")
     workers = config.get("workers")
-    size = collection._pool_size(n_books if n_books is not None else 2**31, workers, collection._cores())
+    size = pool_size(n_books if n_books is not None else 2**31, workers, available_cores())
     if kind == "dask":
         if importlib.util.find_spec("distributed") is None:
             raise FolioError("executor", "dask is missing: pip install 'dask[distributed]'")
@@ -256,17 +259,53 @@ def library_driver(
     config: Mapping[str, Any], n_books: int | None = None, installer: BookInstaller | None = None
 ) -> driver.Driver:
     """The library-ingest DAG with its executor (``n_books`` sizes it; ``None``: as if many)."""
-    builder = (
-        driver.Builder()
-        .with_modules(collection)
-        .with_config({key: config.get(key) for key in EXECUTION_KEYS})
-        .enable_dynamic_execution(allow_experimental_mode=True)
-        .with_local_executor(executors.SynchronousLocalTaskExecutor())
-        .with_remote_executor(_remote_executor(config, n_books))
+    adapters = (installer,) if installer is not None else ()
+    return build("library", config, adapters=adapters, remote_executor=_remote_executor(config, n_books))
+
+
+# --- one book -----------------------------------------------------------------------------------
+def ingest_one_book(
+    path: str,
+    progress: Progress,
+    *,
+    library_path: str,
+    cache_library: str,
+    config: Mapping[str, Any],
+    cache_enabled: bool,
+) -> BookOutcome:
+    """Run the per-book ingest DAG for ``path`` into a fresh staging directory of ``library_path``.
+
+    ``cache_library`` is the library whose caches the run uses (the target library, or an experiment's
+    main one). A failure removes the staging directory and raises (the library DAG turns it into the
+    book's one-line error). Runs in a worker process: it is handed to the DAG as ``book_ingester``.
+    """
+    if not os.environ.get("FOLIO_DEBUG"):  # a failure comes back as one line, not Hamilton's traceback log
+        logging.getLogger("hamilton").setLevel(logging.CRITICAL)
+    staging = Library(library_path).new_staging_dir(Path(path).stem)
+    try:
+        cache_lib = Library(cache_library)
+        dr = driver_for("ingest", config, cache_lib.path if cache_enabled else None)
+        window_cache = EmbeddingCache(cache_lib.cache_dir / "embeddings")
+        try:
+            inputs = {
+                "source_path": path,
+                "staging_dir": str(staging),
+                "embedding_cache": window_cache,
+                "progress": progress,
+            }
+            result = dr.execute(["staged_book"], inputs={**settings_inputs(dr, config), **inputs})
+        finally:
+            window_cache.close()
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    used = last_run(dr) if cache_enabled else {"executed": [], "from_cache": []}
+    return BookOutcome(
+        path,
+        staged=result["staged_book"],
+        cache_executed=tuple(used["executed"]),
+        cache_from_cache=tuple(used["from_cache"]),
     )
-    if installer is not None:
-        builder = builder.with_adapters(installer)
-    return builder.build()
 
 
 def shared_metadata_store(library_path: str | Path) -> None:
@@ -276,8 +315,6 @@ def shared_metadata_store(library_path: str | Path) -> None:
     "database is locked" in 2 of 5 runs in the default rollback-journal mode, 0 of 3 in WAL (and faster).
     WAL needs every writer on one host, so a remote Dask cluster keeps the default mode.
     """
-    from folio.dataflows.caching import stores
-
     metadata, results = stores(library_path)
     try:
         metadata.connection.execute("PRAGMA journal_mode=WAL")
@@ -312,18 +349,20 @@ def ingest_books(
         shared_metadata_store(cache_owner.path)
     installer = BookInstaller(library, bar)
     dr = library_driver(config, len(sources), installer)
+    book_ingester = functools.partial(
+        ingest_one_book,
+        library_path=str(library.path),
+        cache_library=str(cache_owner.path),
+        config=dict(config),
+        cache_enabled=cache,
+    )
+    inputs = {
+        "source_files": sources,
+        "book_ingester": book_ingester,
+        "progress": progress if in_process else Progress(),
+    }
     try:
-        dr.execute(
-            ["book_outcomes"],
-            inputs={
-                "source_files": sources,
-                "library_path": str(library.path),
-                "cache_library": str(cache_owner.path),
-                "ingest_config": dict(config),
-                "cache_enabled": cache,
-                "progress": progress if in_process else Progress(),
-            },
-        )
+        dr.execute(["book_outcomes"], inputs={**settings_inputs(dr, config), **inputs})
     except Exception as exc:  # a worker died: finished books stay installed, the rest fail with the reason
         reason = f"ingest aborted: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         for path in sources:
@@ -334,6 +373,3 @@ def ingest_books(
     if cache_report is not None:
         cache_report.update(installer.cache_nodes)
     return [installer.results[path] for path in sources]
-
-
-# --- bench ---------------------------------------------------------------------------------------

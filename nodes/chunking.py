@@ -82,7 +82,7 @@ def _windows_of(offsets: Sequence[tuple[int, int]], size: int, overlap: int) -> 
         a += stride
 
 
-def chunk_size(chunk_profile: str, chunk_tokens: int | None = None) -> int:
+def chunk_size(chunk_profile: str = "narrative", chunk_tokens: int | None = None) -> int:
     """Chunk size in tokens: the explicit ``chunk_tokens`` or the profile's size."""
     if chunk_tokens:
         if int(chunk_tokens) < 32:
@@ -93,7 +93,9 @@ def chunk_size(chunk_profile: str, chunk_tokens: int | None = None) -> int:
     return PROFILES[chunk_profile]
 
 
-def chunks(manifest: Manifest, encoder: Encoder, chunk_size: int, chunk_overlap: float) -> tuple[Chunk, ...]:
+def chunks(
+    manifest: Manifest, encoder: Encoder, chunk_size: int, chunk_overlap: float = 0.1
+) -> tuple[Chunk, ...]:
     """The book's chunks in reading order, with exact chapter offsets."""
     overlap = round(chunk_size * float(chunk_overlap))
     out: list[Chunk] = []
@@ -116,7 +118,7 @@ def chunks(manifest: Manifest, encoder: Encoder, chunk_size: int, chunk_overlap:
 
 
 def windows(
-    chunks: tuple[Chunk, ...], encoder: Encoder, window_tokens: int, window_overlap_tokens: int
+    chunks: tuple[Chunk, ...], encoder: Encoder, window_tokens: int = 120, window_overlap_tokens: int = 30
 ) -> tuple[Window, ...]:
     """Encoder-sized windows of every chunk, numbered book-wide (the vector index keys)."""
     size = min(int(window_tokens), encoder.window_tokens)

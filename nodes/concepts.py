@@ -1,7 +1,7 @@
 """Concept map: a compact, deterministic map of a book's entities, themes and events (no LLM).
 
-The query side uses it to route a question to the right chapters: ``concept_map_lookup`` (in the plain
-module ``nodes.concept_lookup``, re-exported here; a re-export is not a node) or ``ConceptMap.lookup``.
+The query side uses it to route a question to the right chapters: ``ConceptMap.lookup`` (``nodes.types``;
+``nodes.concept_lookup`` formats its matches).
 
 - Entities: capitalised spans that are not sentence-initial common words (a word or phrase counts as a
   name only if it is rarely written in lower case in the book), honorifics split off, then aliases merged:
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from folio.nodes.concept_lookup import concept_map_lookup  # noqa: F401
 from folio.nodes.text import STOPWORDS, fold, words
 from folio.nodes.types import (
+    HONORIFICS,
     Chunk,
     ConceptMap,
     Entity,
@@ -69,16 +69,6 @@ _WORD = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")
 _PARAGRAPH = re.compile(r"\S(?:.|\n(?!\s*\n))*")
 _ROMAN = re.compile(r"^[IVXLCDM]+$")
 _SENTENCE_BREAK = frozenset('.!?:“"‘(—[')
-# Honorifics and titles and the gender they imply ("" = either).
-_HONORIFICS = {
-    "mr": "m", "mister": "m", "messrs": "m", "sir": "m", "lord": "m", "monsieur": "m", "herr": "m",
-    "king": "m", "prince": "m", "count": "m", "baron": "m", "duke": "m", "master": "m", "father": "m",
-    "mrs": "f", "miss": "f", "ms": "f", "madame": "f", "mme": "f", "mademoiselle": "f", "lady": "f",
-    "dame": "f", "queen": "f", "princess": "f", "countess": "f", "duchess": "f", "frau": "f",
-    "dr": "", "doctor": "", "captain": "", "capt": "", "colonel": "", "col": "", "major": "",
-    "general": "", "inspector": "", "professor": "", "prof": "", "rev": "", "reverend": "",
-    "lieutenant": "", "lt": "", "sergeant": "", "judge": "", "mate": "",
-}  # fmt: skip
 # fmt: off
 _ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "messrs", "mme", "capt", "col", "prof", "rev", "lt"})
 _NOT_NAMES = STOPWORDS | frozenset({
@@ -186,12 +176,12 @@ def _name_mentions(
     pieces: list[list[_Word]] = [[]]
     for w in run:
         key = _fold(w[0])
-        if key in _NOT_NAMES and key not in _HONORIFICS:
+        if key in _NOT_NAMES and key not in HONORIFICS:
             pieces.append([])
         else:
             pieces[-1].append(w)
     for piece in pieces:
-        titles = [i for i, w in enumerate(piece) if _fold(w[0]) in _HONORIFICS]
+        titles = [i for i, w in enumerate(piece) if _fold(w[0]) in HONORIFICS]
         first_title = titles[0] if titles else len(piece)
         cut = 0
         if piece and piece[0][3] and not is_name_word(piece[0][0]) and first_title > 0:
@@ -200,7 +190,7 @@ def _name_mentions(
             cut = first_title  # words before a title: "Dear Mr. Holmes"
         piece = piece[cut:]
         k = 0
-        while k < len(piece) and _fold(piece[k][0]) in _HONORIFICS:
+        while k < len(piece) and _fold(piece[k][0]) in HONORIFICS:
             k += 1
         if k == len(piece):
             continue
@@ -213,7 +203,7 @@ def _part_of(mention: _Mention) -> str:
     """Honorific class of a mention: "bare" (none), "m", "f" or "" (a neutral title such as Captain)."""
     if not mention.honorific:
         return "bare"
-    return _HONORIFICS[_fold(mention.honorific.split()[-1].rstrip("."))]
+    return HONORIFICS[_fold(mention.honorific.split()[-1].rstrip("."))]
 
 
 def _own_groups(stats: _NameStats) -> dict[str, tuple[str, ...]]:
@@ -749,8 +739,8 @@ def concept_map(
     manifest: Manifest,
     chunks: tuple[Chunk, ...],
     chunk_vectors: np.ndarray,
-    concept_theme_threshold: float,
-    concept_centroid_weight: float,
+    concept_theme_threshold: float = 0.52,
+    concept_centroid_weight: float = 0.7,
 ) -> ConceptMap:
     """The book's concept map: entities, themes and events linked to chapters (deterministic)."""
     source = manifest.source_file or manifest.book_id

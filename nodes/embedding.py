@@ -1,7 +1,7 @@
-"""Embedding: the encoder client, window vectors (with a per-window cache) and chunk vectors.
+"""Embedding: window vectors (with a per-window cache) and chunk vectors, from the ``encoder`` node.
 
-Config keys: ``embedder`` (variant: ``sentence_transformers``), ``embedding_model`` (``minilm`` =
-the bundled all-MiniLM-L6-v2, ``BAAI/bge-small-en-v1.5``, or a local path), ``embedding_batch_size``.
+The encoder itself is the node of ``nodes.encoding`` (shared with the search DAG).
+Config keys: ``embedding_batch_size``.
 Vectors are L2-normalised float32. A chunk's vector is the normalised mean of its windows' vectors
 (used for concept-map centroids); search uses the window vectors and maps hits back to chunks.
 Limitations: CPU only here; the encoder is loaded once per process and shared by every book.
@@ -10,19 +10,11 @@ Limitations: CPU only here; the encoder is loaded once per process and shared by
 from __future__ import annotations
 
 import numpy as np
-from hamilton.function_modifiers import cache, config
 
 from folio.nodes.backends.embedding_cache import EmbeddingCache
-from folio.nodes.backends.encoder import Encoder, load_encoder, unit_means
+from folio.nodes.backends.encoder import Encoder, unit_means
 from folio.nodes.backends.progress import Progress
 from folio.nodes.types import Chunk, Window
-
-
-@cache(behavior="recompute")
-@config.when(embedder="sentence_transformers")
-def encoder__sentence_transformers(embedding_model: str) -> Encoder:
-    """The sentence-transformers model and tokenizer (loaded once per process; never cached)."""
-    return load_encoder(embedding_model)
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:
@@ -33,9 +25,9 @@ def _readonly(array: np.ndarray) -> np.ndarray:
 def window_vectors(
     windows: tuple[Window, ...],
     encoder: Encoder,
-    embedding_batch_size: int,
     embedding_cache: EmbeddingCache,
     progress: Progress,
+    embedding_batch_size: int = 32,
 ) -> np.ndarray:
     """One normalised vector per window (row ``i`` = ``windows[i]``); cached windows are not re-encoded.
 

@@ -47,11 +47,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from hamilton.function_modifiers import cache, config
+from hamilton.function_modifiers import config
 
 from folio.nodes.backends.book_store import BookStore
 from folio.nodes.text import words
-from folio.nodes.types import Answer, Citation, FolioError, Hit
+from folio.nodes.types import NOT_FOUND, Answer, Citation, FolioError, Hit
 
 SHINGLE = 5
 _WORD_RUN = re.compile(r"[^\W_]+")
@@ -363,8 +363,6 @@ def _check(
     evidence_text: Callable[[Citation], str | None],
 ) -> AnswerCheck:
     """Score one answer: containment, grounding, support, whether the gold is cited."""
-    from folio.nodes.answering import NOT_FOUND
-
     resolved = [(c, evidence_text(c) or "") for c in answer.citations]
     grounded = all(text for _, text in resolved) if resolved else None
     return AnswerCheck(
@@ -393,7 +391,6 @@ def qa_items(qa_file: str) -> tuple[QAItem, ...]:
     return items
 
 
-@cache(behavior="recompute")
 def gold_spans(qa_items: tuple[QAItem, ...], stores_by_file: dict) -> tuple[GoldSpan | None, ...]:
     """Each question's gold span in its ingested book (None when the book or passage is not found)."""
     aligners: dict[str, _BookAligner] = {}
@@ -409,7 +406,6 @@ def gold_spans(qa_items: tuple[QAItem, ...], stores_by_file: dict) -> tuple[Gold
     return tuple(out)
 
 
-@cache(behavior="recompute")
 def retrieval_records(
     qa_items: tuple[QAItem, ...],
     gold_spans: tuple[GoldSpan | None, ...],
@@ -443,7 +439,6 @@ def retrieval_records(
     return tuple(records)
 
 
-@cache(behavior="recompute")
 @config.when(eval_answers=True)
 def answer_checks__query_dag(
     qa_items: tuple[QAItem, ...],

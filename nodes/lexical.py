@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hamilton.function_modifiers import cache
-
 from folio.nodes.types import Chunk, IndexFile, Manifest, Window
 
 SCHEMA = """
@@ -65,7 +63,6 @@ def _write_store(
         conn.close()
 
 
-@cache(behavior="recompute")
 def lexical_index(
     manifest: Manifest, chunks: tuple[Chunk, ...], windows: tuple[Window, ...], staging_dir: str
 ) -> IndexFile:

@@ -77,7 +77,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
-from hamilton.function_modifiers import cache
 from lxml import etree
 from lxml import html as lxml_html
 
@@ -86,7 +85,6 @@ from folio.nodes.types import Chapter, FolioError, Manifest, ParsedBook, RawChap
 # --- nodes -----------------------------------------------------------------------------------------
 
 
-@cache(behavior="recompute")
 def parsed_book(source_path: str) -> ParsedBook:
     """The book at ``source_path`` parsed into chapters (EPUB by zip magic, else plain text)."""
     data = _source_bytes(source_path)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
-from hamilton.function_modifiers import cache, config
+from hamilton.function_modifiers import config
 
 from folio.nodes.backends import baselines
 from folio.nodes.backends.encoder import Encoder
@@ -85,78 +85,74 @@ def _fuse_rrf(
     return tuple(replace(by_key[key], score=scores[key]) for key in order[:k])
 
 
-@cache(behavior="recompute")
 def query_vector(query: str, encoder: Encoder) -> np.ndarray:
     """The query's normalised embedding (with the model's query prefix, if any)."""
     return encoder.encode_query(query)
 
 
-@cache(behavior="recompute")
-def lexical_hits(query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int) -> tuple[Hit, ...]:
+def lexical_hits(
+    query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
+) -> tuple[Hit, ...]:
     """bm25-ranked chunks from every store, merged."""
     depth = _depth(search_k)
     return _merge([s.lexical(query, depth, chapter_ids) for s in book_stores], depth)
 
 
-@cache(behavior="recompute")
 def semantic_hits(
-    query_vector: np.ndarray, book_stores: tuple, chapter_ids: tuple | None, search_k: int
+    query_vector: np.ndarray, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
 ) -> tuple[Hit, ...]:
     """Cosine-ranked chunks from every store, merged."""
     depth = _depth(search_k)
     return _merge([s.semantic(query_vector, depth, chapter_ids) for s in book_stores], depth)
 
 
-@cache(behavior="recompute")
 @config.when(search_mode="lexical")
-def search_results__lexical(lexical_hits: tuple[Hit, ...], search_k: int) -> tuple[Hit, ...]:
+def search_results__lexical(lexical_hits: tuple[Hit, ...], search_k: int = 10) -> tuple[Hit, ...]:
     """Top-k lexical hits."""
     return lexical_hits[:search_k]
 
 
-@cache(behavior="recompute")
 @config.when(search_mode="semantic")
-def search_results__semantic(semantic_hits: tuple[Hit, ...], search_k: int) -> tuple[Hit, ...]:
+def search_results__semantic(semantic_hits: tuple[Hit, ...], search_k: int = 10) -> tuple[Hit, ...]:
     """Top-k semantic hits."""
     return semantic_hits[:search_k]
 
 
-@cache(behavior="recompute")
 @config.when(search_mode="hybrid", hybrid_fusion="convex")
 def search_results__hybrid(
-    lexical_hits: tuple[Hit, ...], semantic_hits: tuple[Hit, ...], hybrid_lexical_weight: float, search_k: int
+    lexical_hits: tuple[Hit, ...],
+    semantic_hits: tuple[Hit, ...],
+    hybrid_lexical_weight: float = 0.7,
+    search_k: int = 10,
 ) -> tuple[Hit, ...]:
     """Top-k of the convex combination of normalised lexical and semantic scores."""
     return _fuse_convex(lexical_hits, semantic_hits, float(hybrid_lexical_weight), search_k)
 
 
-@cache(behavior="recompute")
 @config.when(search_mode="hybrid", hybrid_fusion="rrf")
 def search_results__rrf(
     lexical_hits: tuple[Hit, ...],
     semantic_hits: tuple[Hit, ...],
-    hybrid_lexical_weight: float,
-    hybrid_rrf_k: int,
-    search_k: int,
+    hybrid_lexical_weight: float = 0.7,
+    hybrid_rrf_k: int = 60,
+    search_k: int = 10,
 ) -> tuple[Hit, ...]:
     """Top-k of weighted reciprocal rank fusion."""
     return _fuse_rrf(lexical_hits, semantic_hits, float(hybrid_lexical_weight), int(hybrid_rrf_k), search_k)
 
 
-@cache(behavior="recompute")
 @config.when(search_mode="bm25s")
 def search_results__bm25s(
-    query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int
+    query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
 ) -> tuple[Hit, ...]:
     """Top-k chunks by plain BM25 (the bm25s library) over every store, merged; no encoder needed."""
     baselines.require_bm25s()
     return _merge([baselines.bm25_hits(s, query, search_k, chapter_ids) for s in book_stores], search_k)
 
 
-@cache(behavior="recompute")
 @config.when(search_mode="dense_exact")
 def search_results__dense_exact(
-    query_vector: np.ndarray, book_stores: tuple, chapter_ids: tuple | None, search_k: int
+    query_vector: np.ndarray, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
 ) -> tuple[Hit, ...]:
     """Top-k chunks by exact cosine between the query and each chunk's mean window vector, merged."""
     return _merge(

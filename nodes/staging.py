@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hamilton.function_modifiers import cache
-
 from folio.nodes.backends.encoder import Encoder
 from folio.nodes.types import Chunk, ConceptMap, IndexFile, Manifest, StagedBook
 
@@ -57,7 +55,6 @@ def _descriptor(
     }
 
 
-@cache(behavior="recompute")
 def staged_book(
     manifest: Manifest,
     chunks: tuple[Chunk, ...],
@@ -66,8 +63,8 @@ def staged_book(
     concept_map_file: IndexFile,
     encoder: Encoder,
     chunk_size: int,
-    chunk_overlap: float,
     staging_dir: str,
+    chunk_overlap: float = 0.1,
 ) -> StagedBook:
     """The complete staged book directory; ``book.json`` is written last."""
     descriptor = _descriptor(
@@ -85,7 +82,6 @@ def staged_book(
     )
 
 
-@cache(behavior="recompute")
 def concept_map_file(concept_map: ConceptMap, staging_dir: str) -> IndexFile:
     """The book's concept map as deterministic JSON (``concept_map.json``) in the staging directory."""
     path = Path(staging_dir) / "concept_map.json"

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from hamilton.function_modifiers import cache
 
 from folio.nodes.types import IndexFile
 
@@ -36,7 +35,6 @@ def _write_index(directory: Path, vectors: np.ndarray, connectivity: int, expans
     index.save(str(directory / "vectors.usearch"))
 
 
-@cache(behavior="recompute")
 def vector_index(
     window_vectors: np.ndarray, staging_dir: str, hnsw_connectivity: int = 16, hnsw_expansion_add: int = 128
 ) -> IndexFile:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from folio.dataflows.config import load_config
-from folio.dataflows.drivers import search_driver
 from folio.dataflows.library import Library
+from folio.dataflows.registry import search_driver
 from folio.nodes.backends import baselines
 from folio.nodes.backends.baselines import BM25S_INSTALL, Bm25Index, chunk_mean_vectors, top_positions
 from folio.nodes.types import FolioError, Hit

@@ -5,7 +5,7 @@ import shutil
 from folio.dataflows.api import ingest
 from folio.dataflows.caching import DiskCacheResultStore, cache_info, last_run
 from folio.dataflows.config import load_config
-from folio.dataflows.drivers import ingest_driver
+from folio.dataflows.registry import ingest_driver
 from tests.conftest import ALICE_EPUB, BOOKS
 
 ALWAYS_RUN = {"parsed_book", "encoder", "lexical_index", "vector_index", "concept_map_file", "staged_book"}

@@ -18,7 +18,7 @@ import pytest
 
 from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
-from folio.nodes import concept_lookup, concepts
+from folio.nodes import concept_lookup, concepts, types
 from folio.nodes.concept_lookup import format_matches
 from folio.nodes.concepts import _entity_drafts, _stable_id, _theme_clusters, _top_terms, concept_map
 from folio.nodes.text import fold
@@ -288,11 +288,12 @@ def test_concept_map_lookup_method_delegates_to_the_lookup_module() -> None:
         assert cmap.lookup(query, limit=3) == concept_lookup.concept_map_lookup(cmap, query, 3)
 
 
-def test_lookup_is_importable_from_nodes_concepts_but_is_not_a_node() -> None:
+def test_lookup_lives_with_the_concept_map_and_is_not_a_node() -> None:
     from hamilton import driver
     from hamilton.graph_utils import find_functions
 
-    assert concepts.concept_map_lookup is concept_lookup.concept_map_lookup
+    assert concept_lookup.concept_map_lookup is types.concept_map_lookup
+    assert not hasattr(concepts, "concept_map_lookup")
     assert [name for name, _ in find_functions(concepts)] == ["concept_map"]
     dr = driver.Builder().with_modules(concepts).with_config(dict(CONFIG)).build()
     names = {v.name for v in dr.list_available_variables()}
@@ -450,7 +451,7 @@ def test_moby_dick_themes_have_labels_keywords_and_stable_ids(moby_map) -> None:
 @pytest.mark.slow
 def test_lookup_of_white_whale_returns_chapters_that_mention_it(moby, moby_map) -> None:
     text = {c: t.lower() for c, t in moby.chapter_texts().items()}
-    matches = concepts.concept_map_lookup(moby_map, "white whale")  # the re-exported name
+    matches = concept_lookup.concept_map_lookup(moby_map, "white whale")  # the re-exported name
     assert matches.entities[0].label == "White Whale"
     assert len(matches.chapter_ids) == 10
     assert all("white whale" in text[c] for c in matches.chapter_ids[:5])

@@ -3,7 +3,7 @@
 import pytest
 
 from folio.dataflows.config import config_files, load_config
-from folio.dataflows.drivers import ingest_driver, search_driver
+from folio.dataflows.registry import ingest_driver, search_driver
 
 CONFIGS = config_files()
 

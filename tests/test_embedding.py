@@ -38,7 +38,7 @@ def test_chunk_vector_is_the_normalised_mean_of_its_windows():
 def test_window_vectors_report_progress_in_chunks_and_reuse_the_cache(encoder, tmp_path):
     cache = EmbeddingCache(tmp_path / "emb")
     first = _Recorder()
-    vectors = window_vectors(_windows(), encoder, 2, cache, first)
+    vectors = window_vectors(_windows(), encoder, cache, first, embedding_batch_size=2)
     assert (round(first.total, 6), round(first.done, 6)) == (2.0, 2.0)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     again = _Recorder()
@@ -46,7 +46,9 @@ def test_window_vectors_report_progress_in_chunks_and_reuse_the_cache(encoder, t
     original = encoder.encode
     encoder.encode = lambda *a, **k: calls.append(a) or original(*a, **k)
     try:
-        assert np.array_equal(window_vectors(_windows(), encoder, 2, cache, again), vectors)
+        assert np.array_equal(
+            window_vectors(_windows(), encoder, cache, again, embedding_batch_size=2), vectors
+        )
     finally:
         encoder.encode = original
     assert calls == [] and round(again.done, 6) == 2.0

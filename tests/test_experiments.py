@@ -11,7 +11,6 @@ import pytest
 from folio.dataflows import experiment_store
 from folio.dataflows.cli import main
 from folio.dataflows.config import CONFIG_DIR
-from folio.dataflows.drivers import build_driver, ingest_driver, search_driver
 from folio.dataflows.experiments import (
     Variant,
     ingest_hash,
@@ -20,7 +19,7 @@ from folio.dataflows.experiments import (
     run_experiment,
     variant_config,
 )
-from folio.nodes import evaluation
+from folio.dataflows.registry import driver_for, ingest_driver, search_driver
 from folio.nodes.types import FolioError
 
 QA_DIR = Path(__file__).parent / "qa"
@@ -40,7 +39,7 @@ def test_example_experiments_exist_and_every_variant_builds_its_drivers():
             cfg = variant_config(experiment, variant)
             assert ingest_driver(cfg) is not None
             assert search_driver(cfg) is not None
-            assert build_driver((evaluation,), cfg).list_available_variables()
+            assert driver_for("eval", cfg).list_available_variables()
 
 
 def test_grid_expands_to_every_combination_then_the_baselines():

@@ -19,7 +19,8 @@ from folio.dataflows.parallel import (
     library_driver,
     shared_metadata_store,
 )
-from folio.nodes.collection import _in_input_order, _pool_size, _threads_per_worker
+from folio.nodes.backends.workers import pool_size, threads_per_worker
+from folio.nodes.collection import _in_input_order
 from folio.nodes.types import BookOutcome, FolioError, StagedBook
 from tests.conftest import ALICE_EPUB, BOOKS
 
@@ -51,20 +52,20 @@ def _assert_two_alices_and_one_error(report, library, bad):
 
 # --- sizing -------------------------------------------------------------------------------------
 def test_pool_never_has_more_workers_than_books():
-    assert _pool_size(n_books=1, workers=None, cores=8) == 1
-    assert _pool_size(n_books=10, workers=None, cores=2) == 2
-    assert _pool_size(n_books=10, workers=3, cores=2) == 3
+    assert pool_size(n_books=1, workers=None, cores=8) == 1
+    assert pool_size(n_books=10, workers=None, cores=2) == 2
+    assert pool_size(n_books=10, workers=3, cores=2) == 3
 
 
 def test_zero_workers_is_a_one_line_config_error():
     with pytest.raises(FolioError, match="workers must be at least 1"):
-        _pool_size(n_books=3, workers=0, cores=2)
+        pool_size(n_books=3, workers=0, cores=2)
 
 
 def test_pool_workers_share_out_the_cores_and_in_process_keeps_torch_default():
-    assert _threads_per_worker(pool_size=2, cores=2) == 1
-    assert _threads_per_worker(pool_size=2, cores=16) == 8
-    assert _threads_per_worker(pool_size=1, cores=16) == 0
+    assert threads_per_worker(pool_size=2, cores=2) == 1
+    assert threads_per_worker(pool_size=2, cores=16) == 8
+    assert threads_per_worker(pool_size=1, cores=16) == 0
 
 
 def test_one_book_or_one_worker_runs_in_process():
@@ -86,7 +87,9 @@ def test_library_dag_has_one_worker_threads_variant_per_executor():
         dr = library_driver(load_config(overrides={"executor": executor}, environ={}))
         nodes = {v.name: v for v in dr.list_available_variables()}
         assert {"book_file", "book_outcome", "book_outcomes", "worker_threads"} <= set(nodes)
-        assert ("dask_scheduler" in nodes["worker_threads"].required_dependencies) == (executor == "dask")
+        worker_threads = nodes["worker_threads"]
+        deps = worker_threads.required_dependencies | worker_threads.optional_dependencies
+        assert ("dask_scheduler" in deps) == (executor == "dask")
 
 
 def test_outcomes_come_back_in_the_order_the_files_were_given():

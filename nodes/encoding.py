@@ -1,0 +1,22 @@
+"""Encoding: the encoder client shared by the ingest DAG (chunks, windows, vectors) and the search DAG.
+
+A module of its own so that each DAG holds only what its outputs need: the search DAG takes the
+encoder for ``query_vector`` without the ingest-only window and chunk vectors of ``nodes.embedding``.
+
+Config keys: ``embedder`` (variant: ``sentence_transformers``), ``embedding_model`` (``minilm`` = the
+bundled all-MiniLM-L6-v2, ``BAAI/bge-small-en-v1.5``, or a local path).
+Limitations: CPU only here; the model is loaded once per process (``backends.encoder.load_encoder``)
+and never stored in the node cache (the registry marks ``encoder`` never cached).
+"""
+
+from __future__ import annotations
+
+from hamilton.function_modifiers import config
+
+from folio.nodes.backends.encoder import Encoder, load_encoder
+
+
+@config.when(embedder="sentence_transformers")
+def encoder__sentence_transformers(embedding_model: str = "minilm") -> Encoder:
+    """The sentence-transformers model and tokenizer (loaded once per process)."""
+    return load_encoder(embedding_model)

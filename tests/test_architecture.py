@@ -1,0 +1,222 @@
+"""The import architecture of ``nodes/`` and ``dataflows/``, read from the source with ``ast``.
+
+- no import cycle among ``folio.*`` modules (imports at module level and inside functions alike);
+- no module under ``nodes/`` imports ``folio.dataflows``;
+- no ``from X import _name`` of another module's private name;
+- every project import goes through ``folio.`` (never ``import nodes`` / ``import dataflows``);
+- a node module of the registry imports only ``folio.nodes.types``, ``folio.nodes.text`` and
+  ``folio.nodes.backends.*`` from the project (never another node module).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from folio.dataflows.registry import DAGS
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("nodes", "dataflows")
+NODE_ALLOWED = ("folio.nodes.types", "folio.nodes.text", "folio.nodes.backends")
+
+# Until the merge of issue 10: violations in files other helpers are rewriting in parallel (the query
+# graph: nodes/kiwix.py, routing.py, disambiguation.py, answering.py, book_tools.py, fusion.py,
+# dataflows/asking.py, kiwix_query.py, evaluation.py; the text toolkit: nodes/scoring.py, text.py).
+# Each entry is exactly what the checks below report; the lead empties these sets at merge time.
+KNOWN_UNTIL_MERGE_PRIVATE = frozenset(
+    {
+        ("folio.nodes.kiwix", "folio.nodes.scoring", "_POSSESSIVE_RE"),
+        ("folio.nodes.kiwix", "folio.nodes.scoring", "_STOP_WORDS"),
+        ("folio.nodes.kiwix", "folio.nodes.scoring", "_WORD_RE"),
+        ("folio.nodes.kiwix", "folio.nodes.scoring", "_named_phrases"),
+        ("folio.nodes.kiwix", "folio.nodes.scoring", "_rank"),
+        ("folio.nodes.kiwix", "folio.nodes.scoring", "_stem"),
+        ("folio.nodes.kiwix", "folio.nodes.scoring", "_words"),
+        ("folio.nodes.routing", "folio.nodes.scoring", "_is_definitional"),
+        ("folio.nodes.disambiguation", "folio.nodes.scoring", "_is_definitional"),
+        ("folio.nodes.book_tools", "folio.nodes.retrieval", "_fuse_convex"),
+        ("folio.nodes.answering", "folio.nodes.book_tools", "_question_kind"),
+    }
+)
+# The registry reaches the ask and kiwix builders by lazy imports until the query graph joins it, while
+# dataflows.asking still builds through the dataflows.drivers shim, which re-exports the registry.
+KNOWN_UNTIL_MERGE_EDGES = frozenset(
+    {
+        ("folio.dataflows.registry", "folio.dataflows.asking"),
+        ("folio.dataflows.registry", "folio.dataflows.kiwix_query"),
+    }
+)
+KNOWN_UNTIL_MERGE_NODE_IMPORTS = frozenset(
+    {
+        ("folio.nodes.kiwix", "folio.nodes.scoring"),
+        ("folio.nodes.routing", "folio.nodes.scoring"),
+        ("folio.nodes.disambiguation", "folio.nodes.scoring"),
+        ("folio.nodes.book_tools", "folio.nodes.retrieval"),
+        ("folio.nodes.answering", "folio.nodes.book_tools"),
+        ("folio.nodes.answering", "folio.nodes.fusion"),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module (folio.*)
+    target: str  # the imported module, or for ``from X import name`` X itself
+    names: tuple[str, ...]  # ``from X import a, b``: (a, b); ``import X``: ()
+    line: int
+    top_level: bool
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["folio", *parts])
+
+
+def _sources() -> dict[str, Path]:
+    return {
+        _module_name(p): p
+        for package in PACKAGES
+        for p in sorted((ROOT / package).rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _imports(module: str, path: Path) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    top = {id(n) for n in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module, alias.name, (), node.lineno, id(node) in top)
+        elif isinstance(node, ast.ImportFrom):
+            target = _absolute(module, path.name == "__init__.py", node)
+            yield Import(module, target, tuple(a.name for a in node.names), node.lineno, id(node) in top)
+
+
+@functools.cache
+def _all_imports() -> tuple[Import, ...]:
+    return tuple(imp for module, path in _sources().items() for imp in _imports(module, path))
+
+
+def _edges(imports: tuple[Import, ...], modules: set[str]) -> dict[str, set[str]]:
+    """folio module → the folio modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for imp in imports:
+        if not imp.target.startswith("folio."):
+            continue
+        targets = {f"{imp.target}.{n}" for n in imp.names if f"{imp.target}.{n}" in modules}
+        if not targets or len(targets) < len(imp.names):
+            targets.add(imp.target)
+        graph[imp.module].update(t for t in targets if t in modules and t != imp.module)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle (as a path that returns to its start), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+def test_the_source_tree_is_found():
+    modules = _sources()
+    assert {"folio.nodes.types", "folio.dataflows.registry", "folio.nodes.backends.encoder"} <= set(modules)
+
+
+def test_no_import_cycle_among_folio_modules():
+    graph = _edges(_all_imports(), set(_sources()))
+    for module, target in KNOWN_UNTIL_MERGE_EDGES:
+        graph[module].discard(target)
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " → ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_node_module_imports_dataflows():
+    bad = [
+        f"{i.module}:{i.line} imports {i.target}"
+        for i in _all_imports()
+        if i.module.startswith("folio.nodes") and i.target.startswith("folio.dataflows")
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_imports_another_modules_private_names():
+    bad = []
+    for i in _all_imports():
+        if i.target == "__future__" or i.target == i.module:
+            continue
+        for name in i.names:
+            private = name.startswith("_") and not name.startswith("__")
+            if private and (i.module, i.target, name) not in KNOWN_UNTIL_MERGE_PRIVATE:
+                bad.append(f"{i.module}:{i.line} from {i.target} import {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_project_imports_go_through_the_folio_namespace():
+    bad = [
+        f"{i.module}:{i.line} imports {i.target}"
+        for i in _all_imports()
+        if i.target.split(".")[0] in PACKAGES or i.target.split(".")[0] == "configs"
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_registry_node_modules_import_only_types_text_and_backends():
+    modules = set(_sources())
+    node_modules = {f"folio.nodes.{m}" for dag in DAGS.values() for m in dag.module_names}
+    assert node_modules <= modules
+    graph = _edges(_all_imports(), modules)
+    bad = []
+    for module in sorted(node_modules):
+        for target in sorted(graph[module]):
+            allowed = any(target == a or target.startswith(a + ".") for a in NODE_ALLOWED)
+            if not allowed and (module, target) not in KNOWN_UNTIL_MERGE_NODE_IMPORTS:
+                bad.append(f"{module} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_known_until_merge_lists_only_real_violations():
+    imports = _all_imports()
+    private = {(i.module, i.target, n) for i in imports for n in i.names}
+    graph = _edges(imports, set(_sources()))
+    assert private >= KNOWN_UNTIL_MERGE_PRIVATE, sorted(KNOWN_UNTIL_MERGE_PRIVATE - private)
+    stale = {(m, t) for m, t in KNOWN_UNTIL_MERGE_NODE_IMPORTS | KNOWN_UNTIL_MERGE_EDGES if t not in graph[m]}
+    assert not stale, f"fixed, remove from KNOWN_UNTIL_MERGE_*: {sorted(stale)}"

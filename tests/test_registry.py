@@ -1,0 +1,191 @@
+"""The DAG registry: one builder, switches apart from settings, defaults in signatures, cache rules."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+import yaml
+
+from folio.dataflows import registry
+from folio.dataflows.config import ASSEMBLY_KEYS, DEFAULT_CONFIG, SWITCHES, config_files, load_config
+from folio.dataflows.registry import DAGS, dag_switches, driver_for, execute, settings_inputs
+
+CONFIGS = config_files()
+DEFAULTS = yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+
+# Until the merge of issue 10: the ask and kiwix DAGs are still built by their own builders (the whole
+# config to ``with_config``), and their node modules (owned by the query-graph rebuild) still take their
+# settings without a default. The lead empties these at merge time.
+KNOWN_UNTIL_MERGE_WHOLE_CONFIG = frozenset({"ask", "kiwix"})
+KNOWN_UNTIL_MERGE_NO_DEFAULT = frozenset(
+    {
+        ("answering", "book_results__agent", "answer_max_citations"),
+        ("answering", "book_results__extractive", "answer_max_citations"),
+        ("answering", "book_results__llm", "answer_max_citations"),
+        ("answering", "llm_client__openai", "llm_api_key_env"),
+        ("answering", "llm_client__openai", "llm_base_url"),
+        ("answering", "llm_client__openai", "llm_max_retries"),
+        ("answering", "llm_client__openai", "llm_model"),
+        ("answering", "llm_client__openai", "llm_timeout_seconds"),
+        ("book_tools", "book_evidence", "evidence_min_coverage"),
+        ("book_tools", "book_evidence", "evidence_min_similarity"),
+        ("book_tools", "book_evidence", "primary_search_weight"),
+        ("book_tools", "book_evidence", "search_k"),
+        ("book_tools", "book_scopes", "scope_max_chapters"),
+        ("book_tools", "book_tools", "search_k"),
+        ("disambiguation", "disambiguation_candidates__none", "disambiguation"),
+        ("disambiguation", "disambiguation_candidates__openai", "disambiguation"),
+        ("disambiguation", "disambiguation_candidates__openai", "disambiguation_cache_ttl"),
+        ("fusion", "fused_context", "fusion_max_chars_per_source"),
+        ("fusion", "fused_context", "fusion_max_sources"),
+        ("fusion", "fused_context", "sources"),
+        ("fusion", "fusion_pool", "fusion_thread_pool_size"),
+        ("fusion", "kiwix_context", "fusion_max_chars_per_source"),
+        ("fusion", "kiwix_context", "multibook_threshold"),
+        ("fusion", "source_plan", "fusion_max_sources"),
+        ("fusion", "source_plan", "sources"),
+        ("fusion", "source_results", "fusion_timeout_seconds"),
+        ("kiwix", "kiwix_backend__http", "kiwix_timeout_seconds"),
+        ("kiwix", "kiwix_backend__http", "kiwix_url"),
+        ("kiwix", "kiwix_backend__libzim", "zim_paths"),
+        ("kiwix", "kiwix_llm__openai", "llm_api_key_env"),
+        ("kiwix", "kiwix_llm__openai", "llm_base_url"),
+        ("kiwix", "kiwix_llm__openai", "llm_max_retries"),
+        ("kiwix", "kiwix_llm__openai", "llm_model"),
+        ("kiwix", "kiwix_llm__openai", "llm_timeout_seconds"),
+        ("kiwix", "selected_books__none", "kiwix_max_books"),
+        ("kiwix", "selected_books__openai", "kiwix_max_books"),
+        ("routing", "tool_budget", "max_tool_calls"),
+    }
+)
+
+
+def _node_functions(module: ModuleType) -> Iterator[tuple[str, inspect.Signature]]:
+    """(function name, signature) of every node function a module defines (public, its own)."""
+    for name, fn in vars(module).items():
+        if inspect.isfunction(fn) and fn.__module__ == module.__name__ and not name.startswith("_"):
+            yield name, inspect.signature(fn)
+
+
+def _parameters() -> dict[str, list[tuple[str, str, object]]]:
+    """Parameter name → (module, function, default or ``inspect.Parameter.empty``) over every DAG module."""
+    out: dict[str, list[tuple[str, str, object]]] = {}
+    modules = {m for dag in DAGS.values() for m in dag.modules}
+    for module in sorted(modules, key=lambda m: m.__name__):
+        short = module.__name__.rsplit(".", 1)[-1]
+        for fn_name, sig in _node_functions(module):
+            for p in sig.parameters.values():
+                out.setdefault(p.name, []).append((short, fn_name, p.default))
+    return out
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+@pytest.mark.parametrize("dag", sorted(DAGS))
+def test_every_dag_builds_for_every_config_with_only_switches_in_its_driver_config(dag, path):
+    config = load_config(path, environ={})
+    dr = driver_for(dag, config)
+    assert {v.name for v in dr.list_available_variables()} >= set(DAGS[dag].outputs)
+    if dag not in KNOWN_UNTIL_MERGE_WHOLE_CONFIG:
+        assert set(dr.config) <= SWITCHES, sorted(set(dr.config) - SWITCHES)
+        assert dr.config == dag_switches(dag, config)
+
+
+def test_every_config_when_key_of_every_dag_is_a_switch():
+    for dag in DAGS.values():
+        assert dag.switch_keys <= SWITCHES, (dag.name, sorted(dag.switch_keys - SWITCHES))
+
+
+def test_every_setting_of_the_defaults_has_the_same_default_in_every_node_signature():
+    wrong = []
+    for key, uses in _parameters().items():
+        if key not in DEFAULTS or key in SWITCHES:
+            continue
+        for module, fn, default in uses:
+            if (module, fn, key) in KNOWN_UNTIL_MERGE_NO_DEFAULT:
+                continue
+            if default is inspect.Parameter.empty or default != DEFAULTS[key]:
+                wrong.append(f"{module}.{fn}({key}={default!r}) but default.yaml says {DEFAULTS[key]!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_known_until_merge_lists_only_real_violations():
+    uses = {(m, fn, key): default for key, found in _parameters().items() for m, fn, default in found}
+    stale = [v for v in KNOWN_UNTIL_MERGE_NO_DEFAULT if uses.get(v) == DEFAULTS.get(v[2])]
+    assert not stale, f"fixed, remove from KNOWN_UNTIL_MERGE_NO_DEFAULT: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_every_config_key_is_a_switch_a_node_input_or_read_by_the_assembly_layer(path):
+    params = set(_parameters())
+    config = load_config(path, environ={})
+    unused = sorted(k for k in config if k not in SWITCHES and k not in params and k not in ASSEMBLY_KEYS)
+    assert not unused, f"{path.name}: keys nobody reads: {unused}"
+    assert set(DEFAULTS) >= ASSEMBLY_KEYS
+
+
+def test_drivers_are_memoised_per_switches_not_per_settings(tmp_path, monkeypatch):
+    base = load_config(environ={})
+    assert driver_for("search", base) is driver_for("search", {**base, "search_k": 3, "hybrid_rrf_k": 9})
+    assert driver_for("search", base) is not driver_for("search", {**base, "search_mode": "lexical"})
+    assert driver_for("ingest", base) is driver_for("ingest", {**base, "search_mode": "lexical"})
+    cached = driver_for("ingest", base, cache_library=tmp_path)
+    assert cached is not driver_for("ingest", base)
+    monkeypatch.chdir(tmp_path.parent)
+    assert cached is driver_for("ingest", base, cache_library=tmp_path.name)  # the same library, relative
+
+
+def test_settings_reach_the_nodes_as_inputs_and_none_leaves_the_signature_default():
+    config = load_config(overrides={"chunk_tokens": None, "chunk_profile": "technical"}, environ={})
+    dr = driver_for("ingest", config)
+    inputs = settings_inputs(dr, config)
+    assert inputs["chunk_profile"] == "technical" and "chunk_tokens" not in inputs
+    assert not set(inputs) & SWITCHES
+    assert "search_k" not in inputs  # not an input of the ingest graph
+    out = execute("ingest", config, ["chunk_size"])
+    assert out["chunk_size"] == 512
+    assert execute("ingest", {**config, "chunk_tokens": 300}, ["chunk_size"])["chunk_size"] == 300
+
+
+def test_the_public_shortcuts_pass_their_config_settings():
+    config = load_config(overrides={"chunk_profile": "poetry"}, environ={})
+    dr = registry.ingest_driver(config)
+    assert dr.execute(["chunk_size"])["chunk_size"] == 1024
+    assert dr.execute(["chunk_size"], inputs={"chunk_profile": "technical"})["chunk_size"] == 512
+    assert dr.driver is driver_for("ingest", config)
+
+
+def test_ingest_declares_its_never_cached_nodes_and_no_node_module_decorates_caching():
+    assert set(DAGS["ingest"].never_cached) == {
+        "parsed_book",
+        "encoder",
+        "lexical_index",
+        "vector_index",
+        "concept_map_file",
+        "staged_book",
+    }
+    config = load_config(environ={})
+    for dag in DAGS.values():
+        nodes = {v.name for v in driver_for(dag.name, config).list_available_variables()}
+        assert set(dag.never_cached) <= nodes, dag.name
+    for name in (
+        "parsing",
+        "chunking",
+        "encoding",
+        "embedding",
+        "lexical",
+        "vectors",
+        "staging",
+        "retrieval",
+    ):
+        source = inspect.getsource(registry.importlib.import_module(f"folio.nodes.{name}"))
+        assert "@cache(" not in source, name
+
+
+def test_search_dag_holds_only_what_search_results_needs():
+    for mode in ("lexical", "semantic", "hybrid", "bm25s", "dense_exact"):
+        dr = driver_for("search", load_config(overrides={"search_mode": mode}, environ={}))
+        computed = {v.name for v in dr.list_available_variables() if not v.is_external_input}
+        assert not computed & {"window_vectors", "chunk_vectors", "windows", "chunks"}, mode
