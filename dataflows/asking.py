@@ -4,14 +4,15 @@
     answer = ask("Why does Ahab hunt the whale?", library="~/folio")
     print(answer.answer, answer.citations)
 
-``query_driver(config, dag)`` builds (and memoises per DAG and switches) the driver of one query DAG:
+``query_driver(config, dag)`` is the registry's driver (``folio.dataflows.registry``, memoised per DAG
+and switches) of one query DAG:
 
 - ``ask``: ``question → routes → book flow / Kiwix (search terms → candidates → disambiguation →
   scores → selected books → multi-book context) / web and news → cross-source fusion → answer``, over
-  ``ASK_MODULES`` (``KIWIX_FREE_ASK_MODULES`` for ``kiwix: none``); output ``answer``; inputs
+  the registry's ask modules (without the Kiwix stages for ``kiwix: none``); output ``answer``; inputs
   ``question``, ``book_stores`` (book id → BookStore), ``concept_maps`` (book id → ConceptMap),
   ``encoder`` (or None), ``session`` (a ``Session``), ``cache_dir`` (optional) and the settings.
-- ``kiwix``: the Kiwix nodes alone (``KIWIX_MODULES``); output ``kiwix_result``; inputs ``kiwix_query``,
+- ``kiwix``: the Kiwix nodes alone; output ``kiwix_result``; inputs ``kiwix_query``,
   ``cache_dir`` (optional) and the settings.
 
 Only the variant switches (``folio.dataflows.config.switches``) reach ``with_config``; the settings are
@@ -28,7 +29,6 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
@@ -37,68 +37,31 @@ from hamilton import driver
 
 from folio.dataflows.config import load_config, switches
 from folio.dataflows.library import Library
-from folio.dataflows.registry import settings_inputs
+from folio.dataflows.registry import driver_for, settings_inputs
 from folio.nodes import (
-    answering,
-    book_tools,
-    disambiguation,
-    kiwix,
-    kiwix_fusion,
-    llm,
-    routing,
-    scoring,
     source_fusion,
 )
 from folio.nodes.backends.tools import Session
 from folio.nodes.types import Answer, ConceptMap, FolioError
 
-KIWIX_MODULES: tuple[ModuleType, ...] = (llm, kiwix, disambiguation, scoring, kiwix_fusion)
-KIWIX_FREE_ASK_MODULES: tuple[ModuleType, ...] = (llm, routing, book_tools, answering, source_fusion)
-ASK_MODULES: tuple[ModuleType, ...] = (
-    llm,
-    routing,
-    book_tools,
-    answering,
-    kiwix,
-    disambiguation,
-    scoring,
-    kiwix_fusion,
-    source_fusion,
-)
-QUERY_OUTPUTS: dict[str, tuple[str, ...]] = {"ask": ("answer",), "kiwix": ("kiwix_result",)}
 KIWIX_VARIANTS = ("libzim", "http", "none")
 RESOURCES = ("kiwix_backend", "llm_connection")  # expensive: created once per process, handed in
 
-_DRIVERS: dict[tuple[str, str], driver.Driver] = {}
 _RESOURCES: dict[tuple[str, str], Any] = {}
 _LIBRARIES: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Library, dict, dict]] = {}
 _ENCODERS: dict[str, Any] = {}
 _LOCK = threading.RLock()
 
 
-def query_modules(config: Mapping[str, Any], dag: str = "ask") -> tuple[ModuleType, ...]:
-    """The node modules of query DAG ``dag`` ("ask" or "kiwix") for ``config``'s ``kiwix`` switch."""
-    if dag not in QUERY_OUTPUTS:
-        raise FolioError("dag", f"unknown query DAG {dag!r}: use ask or kiwix")
-    variant = config.get("kiwix")
-    if variant not in KIWIX_VARIANTS:
-        raise FolioError("kiwix", f"unknown Kiwix backend {variant!r}: use {', '.join(KIWIX_VARIANTS)}")
-    if dag == "kiwix":
-        if variant == "none":
-            raise FolioError("kiwix", "kiwix: none turns Kiwix off: use libzim or http")
-        return KIWIX_MODULES
-    return KIWIX_FREE_ASK_MODULES if variant == "none" else ASK_MODULES
-
-
 def query_driver(config: Mapping[str, Any], dag: str = "ask") -> driver.Driver:
-    """The driver of query DAG ``dag`` ("ask" or "kiwix") for ``config`` (memoised per DAG and switches)."""
-    chosen = switches(config)
-    key = (dag, json.dumps(chosen, sort_keys=True, default=str))
-    with _LOCK:
-        if key not in _DRIVERS:
-            modules = query_modules(config, dag)
-            _DRIVERS[key] = driver.Builder().with_modules(*modules).with_config(chosen).build()
-        return _DRIVERS[key]
+    """The driver of query DAG ``dag`` ("ask" or "kiwix") for ``config`` (the registry's, memoised per switches)."""
+    if dag not in ("ask", "kiwix"):
+        raise FolioError("dag", f"unknown query DAG {dag!r}: use ask or kiwix")
+    if config.get("kiwix") not in KIWIX_VARIANTS:
+        raise FolioError(
+            "kiwix", f"unknown Kiwix backend {config.get('kiwix')!r}: use {', '.join(KIWIX_VARIANTS)}"
+        )
+    return driver_for(dag, config)
 
 
 def ask_driver(config: Mapping[str, Any]) -> driver.Driver:

@@ -26,8 +26,8 @@ from typing import Any
 
 from folio.dataflows.api import resolve_config as _config
 from folio.dataflows.api import resolve_library as _library
-from folio.dataflows.drivers import build_driver, search_driver
 from folio.dataflows.library import Library
+from folio.dataflows.registry import driver_for, search_driver
 from folio.nodes import evaluation
 from folio.nodes.backends.book_store import BookStore
 from folio.nodes.backends.tools import Session
@@ -38,7 +38,7 @@ OUTPUTS = ["eval_metrics", "eval_records"]
 
 def eval_driver(config: Mapping[str, Any]) -> Any:
     """The evaluation DAG for ``config`` (``eval_answers`` picks the answer-check variant)."""
-    return build_driver((evaluation,), config)
+    return driver_for("eval", config)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import json
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -40,18 +40,7 @@ from hamilton.execution import executors
 
 from folio.dataflows.caching import cache_dir, stores
 from folio.dataflows.config import settings, switches
-
-
-def _ask(config: Mapping[str, Any]) -> driver.Driver:
-    from folio.dataflows.asking import ask_driver  # the query graph is being rebuilt there
-
-    return ask_driver(config)
-
-
-def _kiwix(config: Mapping[str, Any]) -> driver.Driver:
-    from folio.dataflows.kiwix_query import kiwix_driver  # the query graph is being rebuilt there
-
-    return kiwix_driver(config)
+from folio.nodes.types import FolioError
 
 
 @dataclass(frozen=True)
@@ -60,8 +49,9 @@ class Dag:
 
     ``never_cached``: nodes that always run when the DAG caches (clients, writers, the source reader).
     ``parallel``: the DAG uses ``Parallelizable``/``Collect`` (dynamic execution on an executor).
-    ``external_builder``: a builder of its own that takes the whole config (ask and kiwix, until their
-    rebuilt query graph joins this registry); every other DAG is built by ``build``.
+    ``switched_modules``: (switch, value, modules) — those modules leave the graph when the config's
+    switch has that value (``kiwix: none`` takes the Kiwix stages out of the ask graph).
+    ``refused``: (switch, value, reason) — a config this DAG cannot run with (a one-line ``FolioError``).
     """
 
     name: str
@@ -70,16 +60,30 @@ class Dag:
     outputs: tuple[str, ...]
     never_cached: tuple[str, ...] = ()
     parallel: bool = False
-    external_builder: Callable[[Mapping[str, Any]], driver.Driver] | None = None
+    switched_modules: tuple[tuple[str, Any, tuple[str, ...]], ...] = ()
+    refused: tuple[tuple[str, Any, str], ...] = ()
 
     @property
     def modules(self) -> tuple[ModuleType, ...]:
+        """Every node module the DAG may hold (whatever the switches)."""
         return tuple(importlib.import_module(f"folio.nodes.{m}") for m in self.module_names)
+
+    def modules_for(self, config: Mapping[str, Any]) -> tuple[ModuleType, ...]:
+        """The node modules of the DAG for ``config``'s switches."""
+        for switch, value, reason in self.refused:
+            if config.get(switch) == value:
+                raise FolioError(switch, f"{switch}: {value} — {reason}")
+        left_out = {
+            m for switch, value, ms in self.switched_modules if config.get(switch) == value for m in ms
+        }
+        return tuple(
+            importlib.import_module(f"folio.nodes.{m}") for m in self.module_names if m not in left_out
+        )
 
     @property
     def switch_keys(self) -> frozenset[str]:
-        """The config keys its ``@config.when`` functions read: all of a config its builder hands Hamilton."""
-        return _switch_keys(self.module_names)
+        """The config keys its ``@config.when`` functions (and module switches) read: all its builder hands Hamilton."""
+        return _switch_keys(self.module_names) | {s for s, _, _ in self.switched_modules}
 
 
 @functools.cache
@@ -135,16 +139,27 @@ DAGS: dict[str, Dag] = {
         Dag(
             "kiwix",
             "question → search terms → candidates → disambiguation → scores → books → multi-book context",
-            ("kiwix", "disambiguation", "scoring", "fusion"),
-            ("kiwix_context",),
-            external_builder=_kiwix,
+            ("llm", "kiwix", "disambiguation", "scoring", "kiwix_fusion"),
+            ("kiwix_result",),
+            refused=(("kiwix", "none", "Kiwix is turned off: use libzim or http"),),
         ),
         Dag(
             "ask",
-            "question → routes → book evidence / Kiwix / web → cross-source fusion → answer",
-            ("routing", "book_tools", "answering", "fusion"),
+            "question → routes → book evidence / Kiwix (disambiguate → score → select books → multi-book "
+            "fuse) / web → cross-source fusion → answer",
+            (
+                "llm",
+                "routing",
+                "book_tools",
+                "answering",
+                "kiwix",
+                "disambiguation",
+                "scoring",
+                "kiwix_fusion",
+                "source_fusion",
+            ),
             ("answer",),
-            external_builder=_ask,
+            switched_modules=(("kiwix", "none", ("kiwix", "disambiguation", "scoring", "kiwix_fusion")),),
         ),
         Dag(
             "eval",
@@ -171,9 +186,7 @@ def build(
     are lifecycle hooks (the library DAG's book installer). ``driver_for`` memoises what this builds.
     """
     dag = DAGS[name]
-    if dag.external_builder is not None:
-        return dag.external_builder(config)
-    builder = driver.Builder().with_modules(*dag.modules).with_config(dag_switches(name, config))
+    builder = driver.Builder().with_modules(*dag.modules_for(config)).with_config(dag_switches(name, config))
     if dag.parallel:
         builder = (
             builder.enable_dynamic_execution(allow_experimental_mode=True)
@@ -201,8 +214,7 @@ _LOCK = threading.Lock()
 def _memo_key(
     name: str, config: Mapping[str, Any], cache_library: str | Path | None
 ) -> tuple[str, str, str | None]:
-    dag = DAGS[name]
-    varying = dict(config) if dag.external_builder is not None else dag_switches(name, config)
+    varying = dag_switches(name, config)
     library = None if cache_library is None else str(Path(cache_library).expanduser().resolve())
     return name, json.dumps(varying, sort_keys=True, default=str), library
 

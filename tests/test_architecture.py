@@ -43,12 +43,7 @@ KNOWN_UNTIL_MERGE_PRIVATE = frozenset(
 )
 # The registry reaches the ask and kiwix builders by lazy imports until the query graph joins it, while
 # dataflows.asking still builds through the dataflows.drivers shim, which re-exports the registry.
-KNOWN_UNTIL_MERGE_EDGES = frozenset(
-    {
-        ("folio.dataflows.registry", "folio.dataflows.asking"),
-        ("folio.dataflows.registry", "folio.dataflows.kiwix_query"),
-    }
-)
+KNOWN_UNTIL_MERGE_EDGES: frozenset[tuple[str, str]] = frozenset()
 KNOWN_UNTIL_MERGE_NODE_IMPORTS = frozenset(
     {
         ("folio.nodes.kiwix", "folio.nodes.scoring"),

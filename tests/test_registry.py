@@ -16,52 +16,6 @@ from folio.dataflows.registry import DAGS, dag_switches, driver_for, execute, se
 CONFIGS = config_files()
 DEFAULTS = yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))
 
-# Until the merge of issue 10: the ask and kiwix DAGs are still built by their own builders (the whole
-# config to ``with_config``), and their node modules (owned by the query-graph rebuild) still take their
-# settings without a default. The lead empties these at merge time.
-KNOWN_UNTIL_MERGE_WHOLE_CONFIG = frozenset({"ask", "kiwix"})
-KNOWN_UNTIL_MERGE_NO_DEFAULT = frozenset(
-    {
-        ("answering", "book_results__agent", "answer_max_citations"),
-        ("answering", "book_results__extractive", "answer_max_citations"),
-        ("answering", "book_results__llm", "answer_max_citations"),
-        ("answering", "llm_client__openai", "llm_api_key_env"),
-        ("answering", "llm_client__openai", "llm_base_url"),
-        ("answering", "llm_client__openai", "llm_max_retries"),
-        ("answering", "llm_client__openai", "llm_model"),
-        ("answering", "llm_client__openai", "llm_timeout_seconds"),
-        ("book_tools", "book_evidence", "evidence_min_coverage"),
-        ("book_tools", "book_evidence", "evidence_min_similarity"),
-        ("book_tools", "book_evidence", "primary_search_weight"),
-        ("book_tools", "book_evidence", "search_k"),
-        ("book_tools", "book_scopes", "scope_max_chapters"),
-        ("book_tools", "book_tools", "search_k"),
-        ("disambiguation", "disambiguation_candidates__none", "disambiguation"),
-        ("disambiguation", "disambiguation_candidates__openai", "disambiguation"),
-        ("disambiguation", "disambiguation_candidates__openai", "disambiguation_cache_ttl"),
-        ("fusion", "fused_context", "fusion_max_chars_per_source"),
-        ("fusion", "fused_context", "fusion_max_sources"),
-        ("fusion", "fused_context", "sources"),
-        ("fusion", "fusion_pool", "fusion_thread_pool_size"),
-        ("fusion", "kiwix_context", "fusion_max_chars_per_source"),
-        ("fusion", "kiwix_context", "multibook_threshold"),
-        ("fusion", "source_plan", "fusion_max_sources"),
-        ("fusion", "source_plan", "sources"),
-        ("fusion", "source_results", "fusion_timeout_seconds"),
-        ("kiwix", "kiwix_backend__http", "kiwix_timeout_seconds"),
-        ("kiwix", "kiwix_backend__http", "kiwix_url"),
-        ("kiwix", "kiwix_backend__libzim", "zim_paths"),
-        ("kiwix", "kiwix_llm__openai", "llm_api_key_env"),
-        ("kiwix", "kiwix_llm__openai", "llm_base_url"),
-        ("kiwix", "kiwix_llm__openai", "llm_max_retries"),
-        ("kiwix", "kiwix_llm__openai", "llm_model"),
-        ("kiwix", "kiwix_llm__openai", "llm_timeout_seconds"),
-        ("kiwix", "selected_books__none", "kiwix_max_books"),
-        ("kiwix", "selected_books__openai", "kiwix_max_books"),
-        ("routing", "tool_budget", "max_tool_calls"),
-    }
-)
-
 
 def _node_functions(module: ModuleType) -> Iterator[tuple[str, inspect.Signature]]:
     """(function name, signature) of every node function a module defines (public, its own)."""
@@ -88,9 +42,8 @@ def test_every_dag_builds_for_every_config_with_only_switches_in_its_driver_conf
     config = load_config(path, environ={})
     dr = driver_for(dag, config)
     assert {v.name for v in dr.list_available_variables()} >= set(DAGS[dag].outputs)
-    if dag not in KNOWN_UNTIL_MERGE_WHOLE_CONFIG:
-        assert set(dr.config) <= SWITCHES, sorted(set(dr.config) - SWITCHES)
-        assert dr.config == dag_switches(dag, config)
+    assert set(dr.config) <= SWITCHES, sorted(set(dr.config) - SWITCHES)
+    assert dr.config == dag_switches(dag, config)
 
 
 def test_every_config_when_key_of_every_dag_is_a_switch():
@@ -104,17 +57,12 @@ def test_every_setting_of_the_defaults_has_the_same_default_in_every_node_signat
         if key not in DEFAULTS or key in SWITCHES:
             continue
         for module, fn, default in uses:
-            if (module, fn, key) in KNOWN_UNTIL_MERGE_NO_DEFAULT:
-                continue
-            if default is inspect.Parameter.empty or default != DEFAULTS[key]:
+            same = default == DEFAULTS[key] or (
+                isinstance(default, (list, tuple)) and list(default) == DEFAULTS[key]
+            )  # a sequence default is a tuple in the signature (immutable), a list in YAML
+            if default is inspect.Parameter.empty or not same:
                 wrong.append(f"{module}.{fn}({key}={default!r}) but default.yaml says {DEFAULTS[key]!r}")
     assert not wrong, "\n".join(wrong)
-
-
-def test_known_until_merge_lists_only_real_violations():
-    uses = {(m, fn, key): default for key, found in _parameters().items() for m, fn, default in found}
-    stale = [v for v in KNOWN_UNTIL_MERGE_NO_DEFAULT if uses.get(v) == DEFAULTS.get(v[2])]
-    assert not stale, f"fixed, remove from KNOWN_UNTIL_MERGE_NO_DEFAULT: {sorted(stale)}"
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
