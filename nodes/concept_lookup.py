@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from folio.nodes.text import STOPWORDS, words
+from folio.nodes.text import STOPWORDS, base_words
 from folio.nodes.types import ConceptMap, ConceptMatch, ConceptMatches
 
 _KIND_WEIGHT = {"entity": 1.0, "event": 1.0, "theme": 0.8}
@@ -51,7 +51,7 @@ _INDEXES: dict[int, tuple[weakref.ref[ConceptMap], _LookupIndex]] = {}
 
 
 def _phrase_words(text: str) -> tuple[str, ...]:
-    return tuple(w[:-2] if w.endswith("'s") else w for w in words(text))
+    return tuple(base_words(text))
 
 
 def _lookup_index(concept_map: ConceptMap) -> _LookupIndex:

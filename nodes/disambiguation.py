@@ -27,7 +27,7 @@ from typing import Any
 
 from hamilton.function_modifiers import cache, config
 
-from folio.nodes.scoring import _is_definitional
+from folio.nodes.scoring import is_definitional
 from folio.nodes.types import Candidate, FolioError, KiwixBook
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def _contains_whole_word(text: str, word: str) -> bool:
 def _llm_applies(question: str, primary: KiwixBook | None, search_terms: str) -> bool:
     """The three query-side conditions of LLM disambiguation (the fourth, an LLM, is the variant)."""
     return (
-        _is_definitional(question)
+        is_definitional(question)
         and primary is not None
         and primary.is_wikipedia
         and len(search_terms.split()) == 1

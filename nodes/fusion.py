@@ -20,8 +20,9 @@ from typing import Any
 
 from hamilton.function_modifiers import cache as _cache
 
-from folio.nodes.backends.tools import PendingJobs, shared_pool, stems
+from folio.nodes.backends.tools import PendingJobs, shared_pool
 from folio.nodes.text import sentences as _sentence_spans
+from folio.nodes.text import stems
 from folio.nodes.types import (
     ContextSection,
     FolioError,

@@ -17,7 +17,6 @@ from folio.nodes.kiwix import (
     _clean_terms,
     _edition,
     _key_phrases,
-    _named_phrases,
     _newest_editions,
     _pool,
     _query_excerpt,
@@ -27,6 +26,7 @@ from folio.nodes.kiwix import (
     _suggest_terms,
     _valid_llm_books,
 )
+from folio.nodes.scoring import named_phrases
 from folio.nodes.types import Candidate, FolioError, KiwixBook
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer, start_kiwix_serve
@@ -88,10 +88,10 @@ def test_clean_terms_fall_back_to_every_word_for_an_all_stop_word_question() -> 
 
 
 def test_named_phrases_are_capitalised_runs_without_the_question_word() -> None:
-    assert _named_phrases("Which river was the Hoover Dam built on?") == ("Hoover Dam",)
-    assert _named_phrases("What went wrong during the Apollo 13 mission?") == ("Apollo 13",)
-    assert _named_phrases("Why did the Beatles stop touring?") == ("Beatles",)
-    assert _named_phrases("where do emus live") == ()
+    assert named_phrases("Which river was the Hoover Dam built on?") == ("Hoover Dam",)
+    assert named_phrases("What went wrong during the Apollo 13 mission?") == ("Apollo 13",)
+    assert named_phrases("Why did the Beatles stop touring?") == ("Beatles",)
+    assert named_phrases("where do emus live") == ()
 
 
 def test_suggest_terms_add_the_stem_of_a_one_word_query() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from folio.nodes import scoring
-from folio.nodes.scoring import _is_definitional, _rank, _score, _stem, scored_candidates
+from folio.nodes.scoring import _score, is_definitional, rank_candidates, scored_candidates
+from folio.nodes.text import plural_stem
 from folio.nodes.types import Candidate
 from tests.conftest import ZIMS
 
@@ -43,7 +44,7 @@ def signals(
     ],
 )
 def test_stemmer_golden_cases(word: str, stem: str) -> None:
-    assert _stem(word) == stem
+    assert plural_stem(word) == stem
 
 
 def test_exact_title_match_is_plus_twenty_case_insensitive_and_trimmed() -> None:
@@ -134,12 +135,12 @@ def test_score_is_the_sum_of_the_breakdown() -> None:
     ],
 )
 def test_definitional_queries(question: str, expected: bool) -> None:
-    assert _is_definitional(question) is expected
+    assert is_definitional(question) is expected
 
 
 def test_ranking_is_stable_for_ties() -> None:
     a, b = cand("Alpha", path="A/1"), cand("Beta", path="A/2")
-    ranked = _rank((a, b), ("zzz",), "q", "")
+    ranked = rank_candidates((a, b), ("zzz",), "q", "")
     assert [s.candidate.path for s in ranked] == ["A/1", "A/2"]
 
 
