@@ -18,8 +18,10 @@ Possessives
 Stop words
     ``STOPWORDS``: English function words and their contractions, plus "tell"/"say"/"said"/"says".
     ``QUESTION_STOPWORDS`` = ``STOPWORDS`` plus the words of how a question is asked ("happened",
-    "called", "known", "thing", "like", ...): no search query needs them, but they are content in a
-    book's text (used for Kiwix query cleaning and named phrases).
+    "called", "known", "thing", "like", ...), minus the words of titles of songs, films and books
+    ("n't" contractions and "say"/"said"/"says": "What'd I Say", "I Can't Stop Loving You"): Kiwix
+    query cleaning and named phrases, where a question often quotes an article title. The asked words
+    are content in a book's text, and "said" is noise in a book's dialogue.
     ``content_words(text)`` the base words that are not ``STOPWORDS`` (all of them when none is left).
 Stems
     ``plural_stem(word)`` strips an English plural only ("galaxies" -> "galaxy", "boxes" -> "box",
