@@ -18,7 +18,8 @@ Signals (points; each recorded in the candidate's breakdown when it fires):
 so typing a title verbatim ("The Beatles") still counts as exact. Ties keep discovery order.
 
 Config keys: none (inputs ``kiwix_candidates``, ``search_terms``, ``query``, ``primary_book``).
-Words, stop words and stems come from ``nodes/text.py``: ``words`` (HTML stripped), ``plural_stem``
+Words, stop words and stems come from ``nodes/text.py``: folded ``base_words`` of the text with HTML
+stripped (titles and the question are folded too, so "Café" matches "cafe"), ``plural_stem``
 (a title's stem must still be the title word, so no verb suffixes) and ``QUESTION_STOPWORDS``.
 Limitations: the stemmer is a tiny English plural stripper, not Porter; titles and excerpts are
 compared as bags of words, so word order and synonyms are invisible.
@@ -128,7 +129,7 @@ def _is_list_title(title: str) -> bool:
 
 
 def _normalised_question(question: str) -> str:
-    return re.sub(r"\s+", " ", question.strip().rstrip("?!.").strip()).lower()
+    return fold(re.sub(r"\s+", " ", question.strip().rstrip("?!.").strip()))
 
 
 def _excerpt_points(query_stems: frozenset[str], excerpt: str) -> float:
@@ -144,7 +145,7 @@ def _signals(
     candidate: Candidate, terms: tuple[str, ...], question: str, primary: str
 ) -> tuple[tuple[str, float], ...]:
     """Every signal that fires for ``candidate``, in table order."""
-    title_plain = strip_html(candidate.title).strip().lower()
+    title_plain = fold(strip_html(candidate.title)).strip()
     title_plain = re.sub(r"\s+", " ", title_plain)
     query = " ".join(terms)
     query_stems = _stems(terms)

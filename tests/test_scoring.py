@@ -57,6 +57,15 @@ def test_exact_title_match_accepts_the_raw_question_typed_as_a_title() -> None:
     assert signals("The Beatles", "The Beatles?", "beatles")["exact_title"] == 20
 
 
+def test_exact_title_match_folds_accents_like_the_search_terms() -> None:
+    assert signals("Zürich", "Where is Zürich?", "zurich")["exact_title"] == 20
+    assert signals("Café", "Café", "cafe")["exact_title"] == 20
+
+
+def test_possessive_in_an_excerpt_counts_as_the_word() -> None:
+    assert signals("X", "q", "emus", excerpt="the emu's egg")["excerpt_overlap"] == 10
+
+
 def test_stemmed_title_match_is_plus_fifteen_for_a_plural_query() -> None:
     s = signals("Galaxy", "What are galaxies?", "galaxies")
     assert s["stemmed_title"] == 15
