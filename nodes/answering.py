@@ -33,9 +33,10 @@ from typing import Any
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
-from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, sentence_spans, stems
+from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
 from folio.nodes.book_tools import SEMANTIC_UNAVAILABLE, question_kind
 from folio.nodes.source_fusion import NO_RESULTS
+from folio.nodes.text import coverage, sentences, stems
 from folio.nodes.types import (
     Answer,
     BookEvidence,
@@ -60,7 +61,7 @@ def _citation(hit: Hit) -> Citation:
 
 def _best_sentence(terms: frozenset[str], hit: Hit) -> tuple[float, str]:
     """The sentence of the chunk sharing most content words with the question (earliest on ties), and its coverage."""
-    spans = sentence_spans(hit.text)
+    spans = sentences(hit.text)
     if not spans:
         return coverage(terms, hit.text), " ".join(hit.text.split())
     scores = [coverage(terms, hit.text[s:e]) for s, e in spans]

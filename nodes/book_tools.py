@@ -50,11 +50,9 @@ from folio.nodes.backends.tools import (
     SemanticUnavailable,
     Session,
     ToolBudget,
-    coverage,
-    stems,
 )
 from folio.nodes.retrieval import fuse_convex
-from folio.nodes.text import words
+from folio.nodes.text import coverage, stems, words
 from folio.nodes.types import BookEvidence, ConceptMap, Hit, RouteDecision
 
 SCOPE_MIN_SCORE = 0.2

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from folio.nodes.text import STOPWORDS, fold, words
+from folio.nodes.text import NAME_WORD, STOPWORDS, TITLE_ABBREVIATIONS, fold, words
 from folio.nodes.types import (
     HONORIFICS,
     Chunk,
@@ -65,12 +65,11 @@ _EXCERPT_CHARS = 400
 _UNIT_MIN_CHARS = 400  # paragraphs shorter than this are joined into windows for co-occurrence
 _LOWER_RATIO = 0.5  # a name may be written in lower case at most this often per capitalised use
 
-_WORD = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")
 _PARAGRAPH = re.compile(r"\S(?:.|\n(?!\s*\n))*")
 _ROMAN = re.compile(r"^[IVXLCDM]+$")
 _SENTENCE_BREAK = frozenset('.!?:“"‘(—[')
 # fmt: off
-_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "messrs", "mme", "capt", "col", "prof", "rev", "lt"})
+_ABBREVIATIONS = frozenset(fold(a) for a in TITLE_ABBREVIATIONS)
 _NOT_NAMES = STOPWORDS | frozenset({
     "chapter", "book", "part", "volume", "contents", "epilogue", "prologue", "preface", "etymology",
     "extracts", "footnote", "appendix", "introduction", "conclusion", "finis", "end", "yes", "no", "oh",
@@ -125,7 +124,7 @@ def _is_capitalised(word: str) -> bool:
 
 def _is_heading(text: str) -> bool:
     """A short title-case paragraph ("Chapter 91. The Pequod Meets the Rose-Bud."): no evidence of names."""
-    found = _WORD.findall(text)
+    found = NAME_WORD.findall(text)
     long_words = [w for w in found if len(w) >= 4]
     return len(found) <= 15 and len(long_words) >= 2 and all(map(_is_capitalised, long_words))
 
@@ -140,7 +139,7 @@ def _word_runs(text: str, start: int, end: int) -> Iterator[list[_Word]]:
     run: list[_Word] = []
     prev_end: int | None = None
     prev_word = ""
-    for match in _WORD.finditer(text, start, end):
+    for match in NAME_WORD.finditer(text, start, end):
         word, s, e = match.group(), match.start(), match.end()
         gap = "" if prev_end is None else text[prev_end:s].strip()
         abbreviated = gap == "." and _fold(prev_word) in _ABBREVIATIONS

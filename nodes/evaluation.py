@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -50,11 +49,10 @@ import numpy as np
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.book_store import BookStore
-from folio.nodes.text import words
+from folio.nodes.text import word_spans, words
 from folio.nodes.types import NOT_FOUND, Answer, Citation, FolioError, Hit
 
 SHINGLE = 5
-_WORD_RUN = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -178,12 +176,9 @@ def _read_jsonl(path: Path) -> tuple[QAItem, ...]:
 
 
 def _word_spans(text: str) -> tuple[list[str], list[tuple[int, int]]]:
-    """Lower-cased words of ``text`` with their character spans."""
-    toks, spans = [], []
-    for m in _WORD_RUN.finditer(text):
-        toks.append(m.group().lower())
-        spans.append(m.span())
-    return toks, spans
+    """Folded words of ``text`` with their character spans."""
+    found = word_spans(text)
+    return [w for w, _, _ in found], [(s, e) for _, s, e in found]
 
 
 class _BookAligner:

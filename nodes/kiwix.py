@@ -54,7 +54,8 @@ from typing import Any
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.html_text import EXCERPT_CHARS, truncate_words
-from folio.nodes.scoring import _POSSESSIVE_RE, _STOP_WORDS, _WORD_RE, _stem, _words, named_phrases, rank
+from folio.nodes.scoring import named_phrases, rank_candidates
+from folio.nodes.text import QUESTION_STOPWORDS, plural_stem, strip_possessives, word_spans, words
 from folio.nodes.types import BookSearch, Candidate, FolioError, KiwixBook
 
 logger = logging.getLogger(__name__)
@@ -74,14 +75,14 @@ def _clean_terms(question: str) -> tuple[str, ...]:
 
     Falls back to every word when the question is nothing but stop words ("What is it?").
     """
-    words = _words(_POSSESSIVE_RE.sub("", question))
-    terms = [w for w in words if w not in _STOP_WORDS] or list(words)
+    found = words(strip_possessives(question))
+    terms = [w for w in found if w not in QUESTION_STOPWORDS] or found
     return tuple(dict.fromkeys(terms))
 
 
 def _suggest_terms(question: str, terms: Sequence[str]) -> tuple[str, ...]:
     """Title-suggestion inputs: the named phrases of the question; for a one-word query, that word's stem."""
-    single = [_stem(terms[0])] if len(terms) == 1 else []
+    single = [plural_stem(terms[0])] if len(terms) == 1 else []
     return tuple(dict.fromkeys([*named_phrases(question), *single]))
 
 
@@ -119,8 +120,8 @@ def _best_passage(text: str, terms: Sequence[str], max_chars: int = EXCERPT_CHAR
     still fit from there, else at that first match. Returns (start offset in ``text``, passage); a text
     without any query word gives (0, its first ``max_chars`` characters).
     """
-    stems = {_stem(t) for t in terms}
-    spans = [(m.start(), m.end(), _stem(_words(m.group())[0])) for m in _WORD_RE.finditer(text)]
+    stems = {plural_stem(t) for t in terms}
+    spans = [(start, end, plural_stem(word)) for word, start, end in word_spans(text)]
     best = (0, 0, 0, 0)  # (distinct stems, matching words, first span, end span) of the best window
     counts: dict[str, int] = {}
     hits = end = 0
@@ -282,7 +283,7 @@ def _evidence_ranking(
     ranked = []
     for order, found in enumerate(searches):
         if found.candidates:
-            best = rank(found.candidates, terms, question, "")[0].score
+            best = rank_candidates(found.candidates, terms, question, "")[0].score
             ranked.append((found.book, best, order))
     ranked.sort(key=lambda r: (-r[1], r[2]))
     return tuple((book, score) for book, score, _ in ranked)

@@ -37,9 +37,9 @@ from typing import Any
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
-from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget, coverage, stem, stems
+from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
 from folio.nodes.scoring import is_definitional
-from folio.nodes.text import STOPWORDS, words
+from folio.nodes.text import STOPWORDS, base_words, coverage, stem, stems, words
 from folio.nodes.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
 
 BOOK_MIN_SIGNAL = 0.6
@@ -123,9 +123,7 @@ def _alias_terms(concept_map: ConceptMap) -> tuple[tuple[str, frozenset[str], in
     out = []
     for e in concept_map.entities:
         for alias in e.aliases:
-            terms = (
-                frozenset(w[:-2] if w.endswith("'s") else w for w in words(alias)) - _HONORIFICS - STOPWORDS
-            )
+            terms = frozenset(base_words(alias)) - _HONORIFICS - STOPWORDS
             if terms:
                 out.append((e.name, terms, e.mentions))
     return tuple(out)
@@ -146,7 +144,7 @@ def _named_entities(concept_map: ConceptMap | None, clause: str) -> tuple[str, .
     """Entities of the map named in ``clause`` (every word of one alias present), most mentioned first."""
     if concept_map is None:
         return ()
-    present = frozenset(w[:-2] if w.endswith("'s") else w for w in words(clause))
+    present = frozenset(base_words(clause))
     found: dict[str, int] = {}
     for name, terms, mentions in _cached_aliases(concept_map):
         if terms <= present:

@@ -18,17 +18,26 @@ Signals (points; each recorded in the candidate's breakdown when it fires):
 so typing a title verbatim ("The Beatles") still counts as exact. Ties keep discovery order.
 
 Config keys: none (inputs ``kiwix_candidates``, ``search_terms``, ``kiwix_query``, ``primary_book``).
+Words, stop words and stems come from ``nodes/text.py``: folded ``base_words`` of the text with HTML
+stripped (titles and the question are folded too, so "Café" matches "cafe"), ``plural_stem``
+(a title's stem must still be the title word, so no verb suffixes) and ``QUESTION_STOPWORDS``.
 Limitations: the stemmer is a tiny English plural stripper, not Porter; titles and excerpts are
 compared as bags of words, so word order and synonyms are invisible.
 """
 
 from __future__ import annotations
 
-import html
 import re
 
-from hamilton.function_modifiers import hamilton_exclude
-
+from folio.nodes.text import (
+    QUESTION_STOPWORDS,
+    base_words,
+    fold,
+    plural_stem,
+    strip_html,
+    strip_possessives,
+    tokens,
+)
 from folio.nodes.types import Candidate, ScoredCandidate
 
 EXACT_TITLE = 20.0
@@ -43,27 +52,8 @@ LIST_OFFSET_OTHER = 3.0
 PRIMARY_BOOK = 2.0
 
 _LIST_PREFIXES = ("list of", "lists of", "index of", "outline of", "category:")
-_STEM_EXCEPTIONS = frozenset({"this", "less", "across", "always", "towards", "its", "has", "was", "does"})
-_ES_AFTER = ("ss", "sh", "ch", "x", "z")
-_WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-_TAG_RE = re.compile(r"<[^>]+>")
 _QUALIFIER_RE = re.compile(r"\s*\([^)]*\)\s*$")
 _LEADING_ARTICLE_RE = re.compile(r"^(?:the|a|an)\s+")
-_STOP_TEXT = """
-    a about above after again against all am an and any are aren as at be because been before being
-    below between both but by can could couldn did didn do does doesn doing don down during each else
-    ever few for from further get gets got had has hasn have haven having he her here hers herself him
-    himself his how however i if in into is isn it its itself just let lets like me might more most
-    much must my myself no nor not now of off on once one only or other our ours ourselves out over own
-    please really same shall she should so some such tell than that thats the their theirs them
-    themselves then there these they this those through to too under until up us very was wasn we were
-    weren what whats when where which while who whom whose why will with won would you your yours
-    yourself yourselves also anyone anything someone something thing things way ways called known
-    deal happened happen s t d ll m re ve
-"""
-_STOP_WORDS = frozenset(_STOP_TEXT.split())
-_POSSESSIVE_RE = re.compile(r"(?<=[^\W_])['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
-_TOKEN_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _DEFINITIONAL_RE = re.compile(
     r"^\s*(?:what\s+is|what\s+are|what['’]?s|whats|tell\s+me\s+about|"
     r"what['’]?s\s+the\s+deal\s+with|what['’]?s\s+up\s+with)\s+\S",
@@ -72,41 +62,21 @@ _DEFINITIONAL_RE = re.compile(
 
 
 def _words(text: str) -> tuple[str, ...]:
-    """Lower-case words of ``text``; apostrophes inside a word are dropped ("what'd" -> "whatd")."""
-    plain = html.unescape(_TAG_RE.sub(" ", text)).lower()
-    return tuple(re.sub(r"['’]", "", w) for w in _WORD_RE.findall(plain))
+    """The folded words of ``text`` without possessive endings, HTML tags removed and entities decoded."""
+    return tuple(base_words(strip_html(text)))
 
 
-def _stem(word: str) -> str:
-    """Strip an English plural: "galaxies" -> "galaxy", "boxes" -> "box", "emus" -> "emu".
-
-    Words of 3 letters or fewer, words ending in "ss" or "is", 5+ letter words ending in "us", and the exceptions
-    (this, less, across, always, towards, ...) are left alone.
-    """
-    w = word.lower()
-    if len(w) <= 3 or w in _STEM_EXCEPTIONS or not w.endswith("s") or w.endswith(("ss", "is")):
-        return w
-    if w.endswith("us") and len(w) >= 5:  # virus, campus, status (but emus, gnus)
-        return w
-    if w.endswith("ies") and len(w) > 4:
-        return w[:-3] + "y"
-    if w.endswith("es") and len(w) > 4 and w[:-2].endswith(_ES_AFTER):
-        return w[:-2]
-    return w[:-1]
-
-
-def _stems(words: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    return tuple(_stem(w) for w in words)
+def _stems(items: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    return tuple(plural_stem(w) for w in items)
 
 
 def _title_core(title: str) -> str:
     """The stemmed core of a title: no HTML, no trailing "(qualifier)", no leading article."""
-    plain = html.unescape(_TAG_RE.sub("", title)).strip().lower()
+    plain = strip_html(title).strip().lower()
     plain = _LEADING_ARTICLE_RE.sub("", _QUALIFIER_RE.sub("", plain))
     return " ".join(_stems(_words(plain)))
 
 
-@hamilton_exclude
 def named_phrases(question: str) -> tuple[str, ...]:
     """Runs of capitalised words (digits may continue a run) in the question, e.g. "Apollo 13".
 
@@ -114,12 +84,12 @@ def named_phrases(question: str) -> tuple[str, ...]:
     a run are trimmed ("The Beatles" -> "Beatles"), inner ones kept ("Georgia on My Mind" stays whole
     only where each word is capitalised).
     """
-    tokens = _TOKEN_RE.findall(_POSSESSIVE_RE.sub("", question))
+    found = tokens(strip_possessives(question))
     runs: list[list[str]] = []
     current: list[str] = []
-    for i, tok in enumerate(tokens):
+    for i, tok in enumerate(found):
         named = tok[0].isupper() or (tok[0].isdigit() and bool(current))
-        if i == 0 and tok.lower() in _STOP_WORDS:
+        if i == 0 and fold(tok) in QUESTION_STOPWORDS:
             named = False
         if named:
             current.append(tok)
@@ -130,9 +100,9 @@ def named_phrases(question: str) -> tuple[str, ...]:
         runs.append(current)
     phrases: list[str] = []
     for run in runs:
-        while run and run[0].lower() in _STOP_WORDS:
+        while run and fold(run[0]) in QUESTION_STOPWORDS:
             run = run[1:]
-        while run and run[-1].lower() in _STOP_WORDS:
+        while run and fold(run[-1]) in QUESTION_STOPWORDS:
             run = run[:-1]
         if run:
             phrases.append(" ".join(run))
@@ -149,26 +119,25 @@ def _title_match_units(terms: tuple[str, ...], question: str) -> frozenset[str]:
     return frozenset(u for u in units if u)
 
 
-@hamilton_exclude
 def is_definitional(question: str) -> bool:
     """True for "what is X", "what are X", "tell me about X", "what's the deal with X", "what's up with X"."""
     return bool(_DEFINITIONAL_RE.match(question))
 
 
 def _is_list_title(title: str) -> bool:
-    return html.unescape(_TAG_RE.sub("", title)).strip().lower().startswith(_LIST_PREFIXES)
+    return strip_html(title).strip().lower().startswith(_LIST_PREFIXES)
 
 
 def _normalised_question(question: str) -> str:
-    return re.sub(r"\s+", " ", question.strip().rstrip("?!.").strip()).lower()
+    return fold(re.sub(r"\s+", " ", question.strip().rstrip("?!.").strip()))
 
 
 def _excerpt_points(query_stems: frozenset[str], excerpt: str) -> float:
-    words = _words(excerpt)
-    if not words or not query_stems:
+    excerpt_words = _words(excerpt)
+    if not excerpt_words or not query_stems:
         return 0.0
-    overlap = sum(1 for s in _stems(words) if s in query_stems)
-    density = overlap / len(words)
+    overlap = sum(1 for s in _stems(excerpt_words) if s in query_stems)
+    density = overlap / len(excerpt_words)
     return round(min(EXCERPT_OVERLAP_MAX, EXCERPT_OVERLAP_MAX * density / EXCERPT_FULL_DENSITY), 3)
 
 
@@ -176,7 +145,7 @@ def _signals(
     candidate: Candidate, terms: tuple[str, ...], question: str, primary: str
 ) -> tuple[tuple[str, float], ...]:
     """Every signal that fires for ``candidate``, in table order."""
-    title_plain = html.unescape(_TAG_RE.sub("", candidate.title)).strip().lower()
+    title_plain = fold(strip_html(candidate.title)).strip()
     title_plain = re.sub(r"\s+", " ", title_plain)
     query = " ".join(terms)
     query_stems = _stems(terms)
@@ -190,7 +159,7 @@ def _signals(
         core = _title_core(candidate.title)
         if core and core in _title_match_units(terms, question):
             signals.append(("stemmed_title", STEMMED_TITLE))
-    if title_words and any(len(t) >= 4 and _stem(t) == _stem(title_words[0]) for t in terms):
+    if title_words and any(len(t) >= 4 and plural_stem(t) == plural_stem(title_words[0]) for t in terms):
         signals.append(("title_starts_with_term", TITLE_STARTS_WITH_TERM))
     hits = len(set(query_stems) & title_stems)
     if hits:
@@ -212,8 +181,7 @@ def _score(candidate: Candidate, terms: tuple[str, ...], question: str, primary:
     return ScoredCandidate(candidate, round(sum(p for _, p in breakdown), 3), breakdown)
 
 
-@hamilton_exclude
-def rank(
+def rank_candidates(
     candidates: tuple[Candidate, ...], terms: tuple[str, ...], question: str, primary: str
 ) -> tuple[ScoredCandidate, ...]:
     """Score every candidate; highest first, ties in discovery order (stable sort)."""
@@ -225,4 +193,4 @@ def scored_candidates(
     kiwix_candidates: tuple[Candidate, ...], search_terms: str, kiwix_query: str, primary_book: str
 ) -> tuple[ScoredCandidate, ...]:
     """All candidates scored and ranked, best first, each with its per-signal breakdown."""
-    return rank(kiwix_candidates, tuple(search_terms.split()), kiwix_query, primary_book)
+    return rank_candidates(kiwix_candidates, tuple(search_terms.split()), kiwix_query, primary_book)

@@ -1,222 +1,230 @@
-"""Pure text utilities shared by stages (not a node module: never passed to a driver).
+"""The one text toolkit of every stage (pure functions; not a node module, never passed to a driver).
 
-Word tokenisation, an English stop-word list, sentence splitting with offsets, and the safe FTS5
-MATCH expression builder used by the lexical index.
+Every stage tokenises, folds, drops stop words, stems and splits sentences with these names, so a
+word means the same thing in the lexical index, the router, the book tools, the answerer, the concept
+maps, the evaluation and the Kiwix query path.
+
+Tokens
+    ``WORD``: a word is a run of letters and digits; apostrophes inside a word keep it whole
+    ("Ahab's", "don't", "o'clock"); ``_`` and every other character separate words.
+    ``tokens(text)`` the words as written; ``word_spans(text)`` (folded word, start, end) of each;
+    ``fold(text)`` lower case, accents stripped, ``’`` -> ``'``; ``words(text)`` the folded words.
+    ``strip_html(text)`` tags removed and entities decoded (Kiwix titles and excerpts).
+    ``NAME_WORD``: the concept maps' name tokens, letters only, joined by apostrophes and hyphens
+    ("Rose-Bud", "O'Brien"); digits never start or continue a name.
+Possessives
+    ``strip_possessives(text)`` drops "'s" and a plural's trailing "'" ("Ahab's leg", "the Beatles'
+    song"); ``base_word(word)`` drops a folded word's "'s"; ``base_words(text)`` the folded words so.
+Stop words
+    ``STOPWORDS``: English function words and their contractions, plus "tell"/"say"/"said"/"says".
+    ``QUESTION_STOPWORDS`` = ``STOPWORDS`` plus the words of how a question is asked ("happened",
+    "called", "known", "thing", "like", ...), minus the words of titles of songs, films and books
+    ("n't" contractions and "say"/"said"/"says": "What'd I Say", "I Can't Stop Loving You"): Kiwix
+    query cleaning and named phrases, where a question often quotes an article title. The asked words
+    are content in a book's text, and "said" is noise in a book's dialogue.
+    ``content_words(text)`` the base words that are not ``STOPWORDS`` (all of them when none is left).
+Stems
+    ``stem(word)`` the light stemmer of book text: the first of "ingly", "edly", "ing", "ies", "ied",
+    "es", "ed", "ly", "s" that leaves four letters is stripped ("hunting" -> "hunt", "galaxies" ->
+    "galaxy"). ``stems(text)`` the stems of the content words; ``coverage(terms, text)`` the share of
+    ``terms`` (stems) among them (the router, the evidence check, the answerer, fusion).
+    ``plural_stem(word)`` the Kiwix title matcher's stemmer: English plurals only ("galaxies" ->
+    "galaxy", "boxes" -> "box", "horses" -> "horse"; "virus", "glass", "analysis", "this" stay), since
+    a title's stem must still be the title's word. One stemmer was tried for both and measured worse
+    each way: ``plural_stem`` then ``stem``'s verb suffixes cost a gold citation on FairytaleQA, and
+    that stemmer on Kiwix titles cost a top-1 on the Kiwix question sets.
+Sentences
+    ``sentences(text)`` character spans of the sentences, whitespace trimmed: a sentence ends at
+    ``.!?`` runs (closing quotes and brackets stay with it), except after one of ``ABBREVIATIONS``
+    as written ("Mr.", "Dr.", "St.", "Esq.", "No.", "vs."; "no." ends a sentence) or a single capital
+    initial ("J. R. R. Tolkien"). ``TITLE_ABBREVIATIONS`` are those that stand before a name ("Mr.
+    Holmes", "St. Clair"): the concept maps read a name across their period.
+Lexical index
+    ``fts_match_expression(query)`` a safe FTS5 MATCH expression: every content word quoted, OR-ed.
+
+Limitations: English only; the stemmers are rule lists, not Porter (irregular forms stay apart:
+"mice"/"mouse", "ran"/"run"); an initial or abbreviation that really ends a sentence ("... plan B. Then")
+joins it to the next; "?" or "!" inside quoted dialogue ends a sentence ('"Stop!" he cried.' is two).
 """
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
-STOPWORDS = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "also",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "aren't",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "can't",
-        "cannot",
-        "could",
-        "couldn't",
-        "did",
-        "didn't",
-        "do",
-        "does",
-        "doesn't",
-        "doing",
-        "don't",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "hadn't",
-        "has",
-        "hasn't",
-        "have",
-        "haven't",
-        "having",
-        "he",
-        "he'd",
-        "he'll",
-        "he's",
-        "her",
-        "here",
-        "here's",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "how's",
-        "i",
-        "i'd",
-        "i'll",
-        "i'm",
-        "i've",
-        "if",
-        "in",
-        "into",
-        "is",
-        "isn't",
-        "it",
-        "it's",
-        "its",
-        "itself",
-        "let's",
-        "me",
-        "more",
-        "most",
-        "mustn't",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "ought",
-        "our",
-        "ours",
-        "ourselves",
-        "out",
-        "over",
-        "own",
-        "same",
-        "shan't",
-        "she",
-        "she'd",
-        "she'll",
-        "she's",
-        "should",
-        "shouldn't",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "that's",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "themselves",
-        "then",
-        "there",
-        "there's",
-        "these",
-        "they",
-        "they'd",
-        "they'll",
-        "they're",
-        "they've",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "wasn't",
-        "we",
-        "we'd",
-        "we'll",
-        "we're",
-        "we've",
-        "were",
-        "weren't",
-        "what",
-        "what's",
-        "when",
-        "when's",
-        "where",
-        "where's",
-        "which",
-        "while",
-        "who",
-        "who's",
-        "whom",
-        "why",
-        "why's",
-        "will",
-        "with",
-        "won't",
-        "would",
-        "wouldn't",
-        "you",
-        "you'd",
-        "you'll",
-        "you're",
-        "you've",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-        "tell",
-        "does",
-        "did",
-        "say",
-        "said",
-        "says",
-    ]
-)
+_STOPWORDS_TEXT = """
+    a about above after again against all also am an and any are aren't as at be because been before
+    being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
+    don't down during each few for from further had hadn't has hasn't have haven't having he he'd
+    he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into is
+    isn't it it's its itself let's me more most mustn't my myself no nor not of off on once only or
+    other ought our ours ourselves out over own same shan't she she'd she'll she's should shouldn't so
+    some such than that that's the their theirs them themselves then there there's these they they'd
+    they'll they're they've this those through to too under until up very was wasn't we we'd we'll
+    we're we've were weren't what what's when when's where where's which while who who's whom why
+    why's will with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves
+    tell say said says
+"""
+STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
-_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+[\"'”’)\]]*|$)", re.UNICODE)
+_QUESTION_WORDS_TEXT = """
+    anyone anything someone something thing things way ways called known deal happen happened else
+    ever get gets got however just let lets like might much must now one please really shall us whose
+"""
+# words of song, film and book titles ("What'd I Say", "I Can't Stop Loving You"): kept in Kiwix queries
+_TITLE_WORDS = frozenset({w for w in STOPWORDS if w.endswith("n't")} | {"say", "said", "says"})
+QUESTION_STOPWORDS = (STOPWORDS - _TITLE_WORDS) | frozenset(_QUESTION_WORDS_TEXT.split())
+
+TITLE_ABBREVIATIONS = frozenset(
+    ["Mr", "Mrs", "Ms", "Messrs", "Mme", "Dr", "St", "Capt", "Col", "Prof", "Rev", "Lt"]
+)
+ABBREVIATIONS = TITLE_ABBREVIATIONS | frozenset(["Gen", "Sr", "Jr", "Esq", "Mt", "No", "vs"])
+
+WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+NAME_WORD = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")
+_TAG = re.compile(r"<[^>]+>")
+_POSSESSIVE = re.compile(r"(?<=[^\W_])['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
+_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+[\"'”’)\]]*|$)")
+_ABBREVIATED = re.compile(r"\b([^\W\d_]+)\.$")
+_APOSTROPHE = re.compile(r"['’]")
+
+_PLURAL_EXCEPTIONS = frozenset({"this", "less", "across", "always", "towards", "its", "has", "was", "does"})
+_ES_AFTER = ("ss", "sh", "ch", "x", "z")
+_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "es", "ed", "ly", "s")
+
+
+# --- tokens --------------------------------------------------------------------------------------------
 
 
 def fold(text: str) -> str:
-    """Lower-case, strip accents, unify apostrophes."""
+    """Lower-case, strip accents, unify apostrophes: "Café Ahab’s" -> "cafe ahab's"."""
     text = unicodedata.normalize("NFKD", text.replace("’", "'"))
     return "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
 
 
+def tokens(text: str) -> list[str]:
+    """The words of ``text`` as written (case and accents kept; inner apostrophes kept)."""
+    return WORD.findall(text)
+
+
 def words(text: str) -> list[str]:
     """Folded word tokens (letters and digits; inner apostrophes kept)."""
-    return _WORD.findall(fold(text))
+    return WORD.findall(fold(text))
+
+
+def word_spans(text: str) -> list[tuple[str, int, int]]:
+    """(folded word, start, end) of every word of ``text``; offsets index ``text`` itself."""
+    return [(fold(m.group()), m.start(), m.end()) for m in WORD.finditer(text)]
+
+
+def strip_html(text: str) -> str:
+    """``text`` without HTML tags, entities decoded ("<b>Emu</b> &amp; kin" -> "Emu & kin")."""
+    return html.unescape(_TAG.sub("", text))
+
+
+# --- possessives -------------------------------------------------------------------------------------
+
+
+def strip_possessives(text: str) -> str:
+    """``text`` without possessive endings: "Ahab's leg" -> "Ahab leg", "the Beatles' song" -> "the Beatles song"."""
+    return _POSSESSIVE.sub("", text)
+
+
+def base_word(word: str) -> str:
+    """A folded word without its possessive "'s": "ahab's" -> "ahab"."""
+    return word[:-2] if word.endswith("'s") else word
+
+
+def base_words(text: str) -> list[str]:
+    """The folded words of ``text`` without possessive endings."""
+    return [base_word(w) for w in words(text)]
+
+
+# --- stop words ----------------------------------------------------------------------------------------
 
 
 def content_words(text: str) -> list[str]:
     """Words without stop words and possessive endings; falls back to all words if nothing is left."""
-    all_words = [w[:-2] if w.endswith("'s") else w for w in words(text)]
+    all_words = base_words(text)
     kept = [w for w in all_words if w not in STOPWORDS]
     return kept or all_words
+
+
+# --- stems ---------------------------------------------------------------------------------------------
+
+
+def plural_stem(word: str) -> str:
+    """Strip an English plural: "galaxies" -> "galaxy", "boxes" -> "box", "emus" -> "emu".
+
+    Words of 3 letters or fewer, words ending in "ss" or "is", 5+ letter words ending in "us", and the
+    exceptions (this, less, across, always, towards, ...) are left alone (lower-cased).
+    """
+    w = word.lower()
+    if len(w) <= 3 or w in _PLURAL_EXCEPTIONS or not w.endswith("s") or w.endswith(("ss", "is")):
+        return w
+    if w.endswith("us") and len(w) >= 5:  # virus, campus, status (but emus, gnus)
+        return w
+    if w.endswith("ies") and len(w) > 4:
+        return w[:-3] + "y"
+    if w.endswith("es") and len(w) > 4 and w[:-2].endswith(_ES_AFTER):
+        return w[:-2]
+    return w[:-1]
+
+
+def stem(word: str) -> str:
+    """A light stem of a folded word: the first common English suffix that leaves 4+ letters stripped.
+
+    "hunting" -> "hunt", "galaxies" -> "galaxy", "carried" -> "carry", "horses" -> "hors", "quickly" ->
+    "quick"; "ring", "emus" and "boxes" ("boxe") keep more than a plural stemmer would.
+    """
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+    return word
+
+
+def stems(text: str) -> frozenset[str]:
+    """Stems of the content words of ``text``."""
+    return frozenset(stem(w) for w in content_words(text))
+
+
+def coverage(terms: frozenset[str], text: str) -> float:
+    """Share of ``terms`` (stems) found among the stems of ``text``; 0 for no terms."""
+    if not terms:
+        return 0.0
+    return len(terms & stems(text)) / len(terms)
+
+
+# --- sentences -----------------------------------------------------------------------------------------
+
+
+def _abbreviated(sentence: str) -> bool:
+    """The span ends in an abbreviation ("Mr.") or a capital initial ("J."), not a sentence end."""
+    match = _ABBREVIATED.search(sentence)
+    word = match.group(1) if match else ""
+    return word in ABBREVIATIONS or (len(word) == 1 and word.isupper())
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """Character spans of the sentences of ``text`` (whitespace trimmed; see the module docstring)."""
+    spans: list[tuple[int, int]] = []
+    for match in _SENTENCE.finditer(text):
+        start, end = match.span()
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end <= start:
+            continue
+        if spans and _abbreviated(text[spans[-1][0] : spans[-1][1]]):
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    return spans
+
+
+# --- lexical index -------------------------------------------------------------------------------------
 
 
 def fts_match_expression(query: str) -> str | None:
@@ -227,23 +235,9 @@ def fts_match_expression(query: str) -> str | None:
     """
     terms: list[str] = []
     for word in content_words(query):
-        for part in re.split(r"['’]", word):
+        for part in _APOSTROPHE.split(word):
             if part and part not in terms:
                 terms.append(part)
     if not terms:
         return None
     return " OR ".join(f'"{t}"' for t in terms)
-
-
-def sentences(text: str) -> list[tuple[int, int]]:
-    """Character spans of the sentences of ``text`` (whitespace trimmed)."""
-    spans = []
-    for match in _SENTENCE.finditer(text):
-        start, end = match.span()
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if end > start:
-            spans.append((start, end))
-    return spans

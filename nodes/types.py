@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from folio.nodes.text import STOPWORDS, words
+from folio.nodes.text import STOPWORDS, base_words
 
 # Honorifics and titles and the gender they imply ("" = either): split off names by the concept map
 # builder (``nodes.concepts``); never a hit on their own in ``concept_map_lookup``.
@@ -379,7 +379,7 @@ _INDEXES: dict[int, tuple[weakref.ref[ConceptMap], _LookupIndex]] = {}
 
 
 def _phrase_words(text: str) -> tuple[str, ...]:
-    return tuple(w[:-2] if w.endswith("'s") else w for w in words(text))
+    return tuple(base_words(text))
 
 
 def _lookup_index(concept_map: ConceptMap) -> _LookupIndex:

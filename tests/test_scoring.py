@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from folio.nodes import scoring
-from folio.nodes.scoring import _score, _stem, is_definitional, rank, scored_candidates
+from folio.nodes.scoring import _score, is_definitional, rank_candidates, scored_candidates
+from folio.nodes.text import plural_stem
 from folio.nodes.types import Candidate
 from tests.conftest import ZIMS
 
@@ -43,7 +44,7 @@ def signals(
     ],
 )
 def test_stemmer_golden_cases(word: str, stem: str) -> None:
-    assert _stem(word) == stem
+    assert plural_stem(word) == stem
 
 
 def test_exact_title_match_is_plus_twenty_case_insensitive_and_trimmed() -> None:
@@ -54,6 +55,15 @@ def test_exact_title_match_is_plus_twenty_case_insensitive_and_trimmed() -> None
 
 def test_exact_title_match_accepts_the_raw_question_typed_as_a_title() -> None:
     assert signals("The Beatles", "The Beatles?", "beatles")["exact_title"] == 20
+
+
+def test_exact_title_match_folds_accents_like_the_search_terms() -> None:
+    assert signals("Zürich", "Where is Zürich?", "zurich")["exact_title"] == 20
+    assert signals("Café", "Café", "cafe")["exact_title"] == 20
+
+
+def test_possessive_in_an_excerpt_counts_as_the_word() -> None:
+    assert signals("X", "q", "emus", excerpt="the emu's egg")["excerpt_overlap"] == 10
 
 
 def test_stemmed_title_match_is_plus_fifteen_for_a_plural_query() -> None:
@@ -139,7 +149,7 @@ def test_definitional_queries(question: str, expected: bool) -> None:
 
 def test_ranking_is_stable_for_ties() -> None:
     a, b = cand("Alpha", path="A/1"), cand("Beta", path="A/2")
-    ranked = rank((a, b), ("zzz",), "q", "")
+    ranked = rank_candidates((a, b), ("zzz",), "q", "")
     assert [s.candidate.path for s in ranked] == ["A/1", "A/2"]
 
 

@@ -23,7 +23,6 @@ process for cross-source fusion.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -118,23 +117,10 @@ def shared_pool(size: int) -> ThreadPoolExecutor:
 
 # --- extractive summaries ----------------------------------------------------------------------------
 
-_ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Capt|Col|Gen|Lt|Rev|Prof|Sr|Jr|Mt|No|vs)|\b[A-Z])\.$")
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """``nodes.text.sentences`` with spans rejoined after abbreviations such as "Mr." and initials."""
-    out: list[tuple[int, int]] = []
-    for start, end in sentences(text):
-        if out and _ABBREVIATION.search(text[out[-1][0] : out[-1][1]]):
-            out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
-    return out
-
 
 def central_sentences(text: str, n: int = SUMMARY_SENTENCES) -> list[str]:
     """The ``n`` sentences of ``text`` sharing most content words with the rest, in text order."""
-    spans = [(s, e) for s, e in sentence_spans(text) if 6 <= len(text[s:e].split()) <= 60]
+    spans = [(s, e) for s, e in sentences(text) if 6 <= len(text[s:e].split()) <= 60]
     if not spans:
         return [text.strip()[:400]] if text.strip() else []
     bags = [set(content_words(text[s:e])) for s, e in spans]
@@ -463,31 +449,6 @@ class BookTools:
         except (FolioError, KeyError, TypeError, ValueError) as exc:
             value = {"error": str(exc)}
         return json.dumps(value, ensure_ascii=False)
-
-
-# --- light text matching shared by the router, the book flow and the answerer -------------------------
-
-_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "es", "ed", "ly", "s")
-
-
-def stem(word: str) -> str:
-    """A light stem: common English suffixes stripped when at least four letters remain."""
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
-    return word
-
-
-def stems(text: str) -> frozenset[str]:
-    """Stems of the content words of ``text``."""
-    return frozenset(stem(w) for w in content_words(text))
-
-
-def coverage(terms: frozenset[str], text: str) -> float:
-    """Share of ``terms`` (stems) found among the stems of ``text``; 0 for no terms."""
-    if not terms:
-        return 0.0
-    return len(terms & stems(text)) / len(terms)
 
 
 # --- pending source jobs (cross-source fusion) ---------------------------------------------------------
