@@ -34,10 +34,10 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
-from folio.nodes.book_tools import SEMANTIC_UNAVAILABLE, question_kind
-from folio.nodes.source_fusion import NO_RESULTS
-from folio.nodes.text import coverage, sentences, stems
+from folio.nodes.text import coverage, question_kind, sentences, stems
 from folio.nodes.types import (
+    NO_RESULTS,
+    SEMANTIC_UNAVAILABLE,
     Answer,
     BookEvidence,
     BookInfo,

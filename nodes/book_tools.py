@@ -38,11 +38,10 @@ that holds the answer when that chapter also matches the words (no widening then
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-from hamilton.function_modifiers import config, hamilton_exclude
+from hamilton.function_modifiers import config
 
 from folio.nodes.backends.tools import (
     BookTools,
@@ -51,75 +50,16 @@ from folio.nodes.backends.tools import (
     Session,
     ToolBudget,
 )
-from folio.nodes.retrieval import fuse_convex
-from folio.nodes.text import coverage, stems, words
-from folio.nodes.types import BookEvidence, ConceptMap, Hit, RouteDecision
+from folio.nodes.scores import fuse_convex
+from folio.nodes.text import coverage, question_kind, stems
+from folio.nodes.types import SEMANTIC_UNAVAILABLE, BookEvidence, ConceptMap, Hit, RouteDecision
 
 SCOPE_MIN_SCORE = 0.2
 SCOPE_KINDS = ("entity", "event")  # themes are too broad to narrow the search (measured)
-SEMANTIC_UNAVAILABLE = "Semantic search unavailable"
 
 _CONCRETE_OPENERS = frozenset(["who", "whom", "whose", "where", "when", "which", "what", "name", "list"])
-_QUANTITY = frozenset(["many", "much", "long", "old", "far", "often"])
-_CONCEPTUAL_CUES = frozenset(
-    [
-        "feel",
-        "feels",
-        "felt",
-        "think",
-        "thinks",
-        "thought",
-        "theme",
-        "themes",
-        "meaning",
-        "mean",
-        "means",
-        "moral",
-        "lesson",
-        "lessons",
-        "symbol",
-        "symbolize",
-        "symbolise",
-        "represent",
-        "represents",
-        "significance",
-        "significant",
-        "purpose",
-        "relationship",
-        "describe",
-        "explain",
-        "compare",
-        "personality",
-        "attitude",
-        "learn",
-        "learned",
-        "learnt",
-        "happen",
-        "happened",
-        "happens",
-    ]
-)
-_QUOTE = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
 
 # --- pure helpers ------------------------------------------------------------------------------------
-
-
-@hamilton_exclude
-def question_kind(question: str) -> str:
-    """ "concrete" or "conceptual", by the rule in the module docstring (public: the agent uses it too)."""
-    text = question.strip()
-    ws = words(text)
-    if not ws:
-        return "concrete"
-    rest = text.split(None, 1)[1] if len(text.split(None, 1)) > 1 else ""
-    if _QUOTE.search(text) or any(ch.isdigit() for ch in text) or re.search(r"\b[A-Z][a-z]+", rest):
-        return "concrete"
-    first = ws[0]
-    if first == "why" or (first == "how" and (len(ws) < 2 or ws[1] not in _QUANTITY)):
-        return "conceptual"
-    if any(w in _CONCEPTUAL_CUES for w in ws):
-        return "conceptual"
-    return "concrete"
 
 
 def _plan(kind: str) -> tuple[str, str]:

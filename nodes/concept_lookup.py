@@ -16,7 +16,6 @@ __all__ = ["concept_map_lookup", "format_matches"]
 _KIND_ORDER = {"entity": 0, "event": 1, "theme": 2}  # ties between equal scores in format_matches
 
 
-
 def format_matches(
     matches: ConceptMatches, chapter_titles: Mapping[str, str] | None = None, max_chapters: int = 6
 ) -> str:

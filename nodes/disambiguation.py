@@ -31,7 +31,7 @@ from typing import Any
 
 from hamilton.function_modifiers import config
 
-from folio.nodes.scoring import is_definitional
+from folio.nodes.text import is_definitional
 from folio.nodes.types import Candidate, FolioError, KiwixBook
 
 logger = logging.getLogger(__name__)

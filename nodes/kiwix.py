@@ -54,8 +54,15 @@ from typing import Any
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.html_text import EXCERPT_CHARS, truncate_words
-from folio.nodes.scoring import named_phrases, rank_candidates
-from folio.nodes.text import QUESTION_STOPWORDS, plural_stem, strip_possessives, word_spans, words
+from folio.nodes.scores import rank_candidates
+from folio.nodes.text import (
+    QUESTION_STOPWORDS,
+    named_phrases,
+    plural_stem,
+    strip_possessives,
+    word_spans,
+    words,
+)
 from folio.nodes.types import BookSearch, Candidate, FolioError, KiwixBook
 
 logger = logging.getLogger(__name__)

@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hamilton.function_modifiers import hamilton_exclude
-
+from folio.nodes.text import truncate
 from folio.nodes.types import (
     ContextSection,
     FolioError,
@@ -52,16 +51,6 @@ def _survivors(best: Sequence[ScoredCandidate], threshold: float) -> tuple[Score
     if top <= 0:
         return (best[0],)
     return tuple(s for s in best if s.score >= threshold * top)
-
-
-@hamilton_exclude
-def truncate(text: str, max_chars: int) -> str:
-    """At most ``max_chars`` characters, cut back to the last space when that keeps over half."""
-    if max_chars <= 0 or len(text) <= max_chars:
-        return text.strip()
-    cut = text[: max_chars + 1]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > max_chars // 2 else text[:max_chars]).strip()
 
 
 def _fuse(sections: Sequence[ContextSection]) -> str:

@@ -30,6 +30,7 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends import baselines
 from folio.nodes.backends.encoder import Encoder
+from folio.nodes.scores import fuse_convex
 from folio.nodes.types import Hit
 
 
@@ -42,32 +43,6 @@ def _merge(per_book: Sequence[Sequence[Hit]], k: int) -> tuple[Hit, ...]:
     hits = [h for hs in per_book for h in hs]
     hits.sort(key=lambda h: (-h.score, h.book_id, h.start, h.chunk_id))
     return tuple(hits[:k])
-
-
-def _max_normalised(hits: Sequence[Hit]) -> dict[tuple[str, str], float]:
-    """Each hit's score as a fraction of the list's best score (0 for a non-positive best)."""
-    if not hits:
-        return {}
-    best = max(h.score for h in hits)
-    return {(h.book_id, h.chunk_id): (h.score / best if best > 0 else 0.0) for h in hits}
-
-
-def _fuse_convex(lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float, k: int) -> tuple[Hit, ...]:
-    """Convex combination of max-normalised scores; ties broken by lexical then semantic score."""
-    lex, sem = _max_normalised(lexical), _max_normalised(semantic)
-    by_key = {(h.book_id, h.chunk_id): h for h in [*semantic, *lexical]}
-    fused = []
-    for key, hit in by_key.items():
-        ls, ss = lex.get(key, 0.0), sem.get(key, 0.0)
-        score = weight * ls + (1.0 - weight) * ss
-        fused.append((score, ls, ss, hit))
-    fused.sort(key=lambda t: (-t[0], -t[1], -t[2], t[3].book_id, t[3].start))
-    return tuple(
-        replace(h, score=s, signals=(("lexical", ls), ("semantic", ss))) for s, ls, ss, h in fused[:k]
-    )
-
-
-fuse_convex = _fuse_convex  # public for the book flow (an alias, so Hamilton does not take it for a node)
 
 
 def _fuse_rrf(
@@ -126,7 +101,7 @@ def search_results__hybrid(
     search_k: int = 10,
 ) -> tuple[Hit, ...]:
     """Top-k of the convex combination of normalised lexical and semantic scores."""
-    return _fuse_convex(lexical_hits, semantic_hits, float(hybrid_lexical_weight), search_k)
+    return fuse_convex(lexical_hits, semantic_hits, float(hybrid_lexical_weight), search_k)
 
 
 @config.when(search_mode="hybrid", hybrid_fusion="rrf")

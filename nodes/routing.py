@@ -38,8 +38,7 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
-from folio.nodes.scoring import is_definitional
-from folio.nodes.text import STOPWORDS, base_words, coverage, stem, stems, words
+from folio.nodes.text import STOPWORDS, base_words, coverage, is_definitional, stem, stems, words
 from folio.nodes.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
 
 BOOK_MIN_SIGNAL = 0.6

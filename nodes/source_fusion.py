@@ -45,10 +45,11 @@ from typing import Any
 from hamilton.function_modifiers import config, hamilton_exclude
 
 from folio.nodes.backends.searxng import SearxngSource
-from folio.nodes.backends.tools import PendingJobs, shared_pool, stems
-from folio.nodes.kiwix_fusion import truncate
+from folio.nodes.backends.tools import PendingJobs, shared_pool
 from folio.nodes.text import sentences as _sentence_spans
+from folio.nodes.text import stems, truncate
 from folio.nodes.types import (
+    NO_RESULTS,
     Citation,
     FolioError,
     FusedContext,
@@ -61,7 +62,6 @@ from folio.nodes.types import (
 DEFAULT_SOURCES = ("book", "kiwix", "web", "news")  # configs/default.yaml's ``sources``
 
 KNOWN_SOURCES = ("book", "kiwix", "web", "news")
-NO_RESULTS = "No results returned from any source in fusion query."
 LOOKS_EMPTY = (
     "no results found",
     "no results",

@@ -33,6 +33,11 @@ Stems
     a title's stem must still be the title's word. One stemmer was tried for both and measured worse
     each way: ``plural_stem`` then ``stem``'s verb suffixes cost a gold citation on FairytaleQA, and
     that stemmer on Kiwix titles cost a top-1 on the Kiwix question sets.
+Questions
+    ``named_phrases(question)`` runs of capitalised words ("Apollo 13", "Georgia on My Mind");
+    ``is_definitional(question)`` "what is X" / "tell me about X"; ``question_kind(question)``
+    "concrete" or "conceptual" (which book search goes first). Shared by routing, the book flow, the
+    answerer, Kiwix search, disambiguation and scoring.
 Sentences
     ``sentences(text)`` character spans of the sentences, whitespace trimmed: a sentence ends at
     ``.!?`` runs (closing quotes and brackets stay with it), except after one of ``ABBREVIATIONS``
@@ -41,6 +46,8 @@ Sentences
     Holmes", "St. Clair"): the concept maps read a name across their period.
 Lexical index
     ``fts_match_expression(query)`` a safe FTS5 MATCH expression: every content word quoted, OR-ed.
+Length
+    ``truncate(text, max_chars)`` at most ``max_chars`` characters, cut back to a space (fusion).
 
 Limitations: English only; the stemmers are rule lists, not Porter (irregular forms stay apart:
 "mice"/"mouse", "ran"/"run"); an initial or abbreviation that really ends a sentence ("... plan B. Then")
@@ -241,3 +248,119 @@ def fts_match_expression(query: str) -> str | None:
     if not terms:
         return None
     return " OR ".join(f'"{t}"' for t in terms)
+
+
+_DEFINITIONAL_RE = re.compile(
+    r"^\s*(?:what\s+is|what\s+are|what['’]?s|whats|tell\s+me\s+about|"
+    r"what['’]?s\s+the\s+deal\s+with|what['’]?s\s+up\s+with)\s+\S",
+    re.IGNORECASE,
+)
+
+
+def named_phrases(question: str) -> tuple[str, ...]:
+    """Runs of capitalised words (digits may continue a run) in the question, e.g. "Apollo 13".
+
+    The first word only counts when it is not a stop word ("What", "Who"); stop words at either end of
+    a run are trimmed ("The Beatles" -> "Beatles"), inner ones kept ("Georgia on My Mind" stays whole
+    only where each word is capitalised).
+    """
+    found = tokens(strip_possessives(question))
+    runs: list[list[str]] = []
+    current: list[str] = []
+    for i, tok in enumerate(found):
+        named = tok[0].isupper() or (tok[0].isdigit() and bool(current))
+        if i == 0 and fold(tok) in QUESTION_STOPWORDS:
+            named = False
+        if named:
+            current.append(tok)
+        elif current:
+            runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    phrases: list[str] = []
+    for run in runs:
+        while run and fold(run[0]) in QUESTION_STOPWORDS:
+            run = run[1:]
+        while run and fold(run[-1]) in QUESTION_STOPWORDS:
+            run = run[:-1]
+        if run:
+            phrases.append(" ".join(run))
+    return tuple(dict.fromkeys(phrases))
+
+
+def is_definitional(question: str) -> bool:
+    """True for "what is X", "what are X", "tell me about X", "what's the deal with X", "what's up with X"."""
+    return bool(_DEFINITIONAL_RE.match(question))
+
+
+_QUANTITY = frozenset(["many", "much", "long", "old", "far", "often"])
+
+
+_CONCEPTUAL_CUES = frozenset(
+    [
+        "feel",
+        "feels",
+        "felt",
+        "think",
+        "thinks",
+        "thought",
+        "theme",
+        "themes",
+        "meaning",
+        "mean",
+        "means",
+        "moral",
+        "lesson",
+        "lessons",
+        "symbol",
+        "symbolize",
+        "symbolise",
+        "represent",
+        "represents",
+        "significance",
+        "significant",
+        "purpose",
+        "relationship",
+        "describe",
+        "explain",
+        "compare",
+        "personality",
+        "attitude",
+        "learn",
+        "learned",
+        "learnt",
+        "happen",
+        "happened",
+        "happens",
+    ]
+)
+
+
+_QUOTE = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
+
+
+def question_kind(question: str) -> str:
+    """ "concrete" or "conceptual": the book flow's search order rule (documented in ``nodes/book_tools.py``)."""
+    text = question.strip()
+    ws = words(text)
+    if not ws:
+        return "concrete"
+    rest = text.split(None, 1)[1] if len(text.split(None, 1)) > 1 else ""
+    if _QUOTE.search(text) or any(ch.isdigit() for ch in text) or re.search(r"\b[A-Z][a-z]+", rest):
+        return "concrete"
+    first = ws[0]
+    if first == "why" or (first == "how" and (len(ws) < 2 or ws[1] not in _QUANTITY)):
+        return "conceptual"
+    if any(w in _CONCEPTUAL_CUES for w in ws):
+        return "conceptual"
+    return "concrete"
+
+
+def truncate(text: str, max_chars: int) -> str:
+    """At most ``max_chars`` characters, cut back to the last space when that keeps over half."""
+    if max_chars <= 0 or len(text) <= max_chars:
+        return text.strip()
+    cut = text[: max_chars + 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > max_chars // 2 else text[:max_chars]).strip()

@@ -718,3 +718,9 @@ class BookOutcome:
     @property
     def error(self) -> FolioError | None:
         return None if self.staged is not None else FolioError(self.error_source, self.error_reason)
+
+
+SEMANTIC_UNAVAILABLE = "Semantic search unavailable"
+
+
+NO_RESULTS = "No results returned from any source in fusion query."

@@ -20,40 +20,17 @@ from folio.dataflows.registry import DAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("nodes", "dataflows")
-NODE_ALLOWED = ("folio.nodes.types", "folio.nodes.text", "folio.nodes.backends")
+NODE_ALLOWED = ("folio.nodes.types", "folio.nodes.text", "folio.nodes.scores", "folio.nodes.backends")
 
 # Until the merge of issue 10: violations in files other helpers are rewriting in parallel (the query
 # graph: nodes/kiwix.py, routing.py, disambiguation.py, answering.py, book_tools.py, fusion.py,
 # dataflows/asking.py, kiwix_query.py, evaluation.py; the text toolkit: nodes/scoring.py, text.py).
 # Each entry is exactly what the checks below report; the lead empties these sets at merge time.
-KNOWN_UNTIL_MERGE_PRIVATE = frozenset(
-    {
-        ("folio.nodes.kiwix", "folio.nodes.scoring", "_POSSESSIVE_RE"),
-        ("folio.nodes.kiwix", "folio.nodes.scoring", "_STOP_WORDS"),
-        ("folio.nodes.kiwix", "folio.nodes.scoring", "_WORD_RE"),
-        ("folio.nodes.kiwix", "folio.nodes.scoring", "_named_phrases"),
-        ("folio.nodes.kiwix", "folio.nodes.scoring", "_rank"),
-        ("folio.nodes.kiwix", "folio.nodes.scoring", "_stem"),
-        ("folio.nodes.kiwix", "folio.nodes.scoring", "_words"),
-        ("folio.nodes.routing", "folio.nodes.scoring", "_is_definitional"),
-        ("folio.nodes.disambiguation", "folio.nodes.scoring", "_is_definitional"),
-        ("folio.nodes.book_tools", "folio.nodes.retrieval", "_fuse_convex"),
-        ("folio.nodes.answering", "folio.nodes.book_tools", "_question_kind"),
-    }
-)
+KNOWN_UNTIL_MERGE_PRIVATE: frozenset[tuple[str, str, str]] = frozenset()
 # The registry reaches the ask and kiwix builders by lazy imports until the query graph joins it, while
 # dataflows.asking still builds through the dataflows.drivers shim, which re-exports the registry.
 KNOWN_UNTIL_MERGE_EDGES: frozenset[tuple[str, str]] = frozenset()
-KNOWN_UNTIL_MERGE_NODE_IMPORTS = frozenset(
-    {
-        ("folio.nodes.kiwix", "folio.nodes.scoring"),
-        ("folio.nodes.routing", "folio.nodes.scoring"),
-        ("folio.nodes.disambiguation", "folio.nodes.scoring"),
-        ("folio.nodes.book_tools", "folio.nodes.retrieval"),
-        ("folio.nodes.answering", "folio.nodes.book_tools"),
-        ("folio.nodes.answering", "folio.nodes.fusion"),
-    }
-)
+KNOWN_UNTIL_MERGE_NODE_IMPORTS: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,7 @@ from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
 from folio.nodes.backends.tools import Session
 from folio.nodes.evaluation import _BookAligner, _is_hit, _locate, qa_items
-from folio.nodes.source_fusion import NO_RESULTS
-from folio.nodes.types import FolioError, SourceResult
+from folio.nodes.types import NO_RESULTS, FolioError, SourceResult
 from tests.conftest import QA, REPO_DIR, ZIMS
 
 MOBY_QUESTIONS = REPO_DIR / "tests" / "qa" / "moby_dick_questions.jsonl"

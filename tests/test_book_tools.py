@@ -10,8 +10,9 @@ import pytest
 
 from folio.dataflows.asking import _library
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, extractive_summary
-from folio.nodes.book_tools import SEMANTIC_UNAVAILABLE, _evidence, _plan, _scope, question_kind
-from folio.nodes.types import ConceptMatch, ConceptMatches
+from folio.nodes.book_tools import _evidence, _plan, _scope
+from folio.nodes.text import question_kind
+from folio.nodes.types import SEMANTIC_UNAVAILABLE, ConceptMatch, ConceptMatches
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.kiwix_fusion import _best_per_source, _fuse, _survivors, kiwix_context, truncate
+from folio.nodes.kiwix_fusion import _best_per_source, _fuse, _survivors, kiwix_context
+from folio.nodes.text import truncate
 from folio.nodes.types import Article, Candidate, ContextSection, FolioError, ScoredCandidate
 from tests.conftest import ZIMS
 

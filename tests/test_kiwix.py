@@ -27,7 +27,7 @@ from folio.nodes.kiwix import (
     _suggest_terms,
     _valid_llm_books,
 )
-from folio.nodes.scoring import named_phrases
+from folio.nodes.text import named_phrases
 from folio.nodes.types import Candidate, FolioError, KiwixBook
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer, start_kiwix_serve

@@ -1,6 +1,8 @@
 import pytest
 
-from folio.nodes.retrieval import _fuse_convex, _fuse_rrf, _max_normalised, _merge
+from folio.nodes.retrieval import _fuse_rrf, _merge
+from folio.nodes.scores import fuse_convex as _fuse_convex
+from folio.nodes.scores import max_normalised as _max_normalised
 from folio.nodes.types import Hit
 
 

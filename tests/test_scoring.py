@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from folio.nodes import scoring
-from folio.nodes.scoring import _score, is_definitional, rank_candidates, scored_candidates
-from folio.nodes.text import plural_stem
+from folio.nodes import scores
+from folio.nodes.scores import _score, rank_candidates
+from folio.nodes.scoring import scored_candidates
+from folio.nodes.text import is_definitional, plural_stem
 from folio.nodes.types import Candidate
 from tests.conftest import ZIMS
 
@@ -161,4 +162,4 @@ def test_real_candidates_rank_the_emu_first() -> None:
         found = backend.search(book, "emus live", 20) + backend.search(book, "live wild", 20)
     ranked = scored_candidates(found, "emus live wild", "Where do emus live in the wild?", book)
     assert ranked[0].candidate.path == "A/Emu"
-    assert dict(ranked[0].breakdown)["stemmed_title"] == scoring.STEMMED_TITLE
+    assert dict(ranked[0].breakdown)["stemmed_title"] == scores.STEMMED_TITLE

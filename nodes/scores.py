@@ -1,0 +1,199 @@
+"""The scoring rules shared by stages (pure; not a node module, never passed to a driver).
+
+``rank_candidates``: the Kiwix scoring table — every candidate, from every path, gets the same additive
+score (the ``scored_candidates`` node of ``nodes/scoring.py``, and the Kiwix book selection in
+``nodes/kiwix.py``, which ranks each book's first results by it). ``fuse_convex``: the convex blend of
+max-normalised lexical and semantic scores (the hybrid search of ``nodes/retrieval.py`` and the book
+flow of ``nodes/book_tools.py``).
+
+The Kiwix table. Signals (points; each recorded in the candidate's breakdown when it fires):
+
+* ``exact_title`` +20: the query and the title are identical (case-insensitive, trimmed).
+* ``stemmed_title`` +15: the whole query, or any query word, stems to the title's core (only when
+  ``exact_title`` did not fire; the core drops HTML, a trailing "(qualifier)" and a leading article).
+* ``title_starts_with_term`` +10: the title's first word is a 4+ letter query word (stemmed).
+* ``title_word_hits`` +5 per distinct stemmed query word that is also a stemmed title word.
+* ``excerpt_overlap`` up to +10: share of the excerpt's words whose stem is a query stem, times 100,
+  capped at 10 (a 10 % density earns the full 10). Excerpt length is counted in words.
+* ``list_penalty`` -10: the title starts with "list of", "lists of", "index of", "outline of" or
+  "category:"; always paired with ``list_offset`` +8 for a definitional query, else +3 (net -2 / -7).
+* ``primary_book`` +2: the candidate comes from the primary (first selected) book.
+
+"Query" means the cleaned search terms (stop words, possessives and punctuation removed, see
+``nodes/kiwix.py``); only ``exact_title`` also accepts the raw question (trimmed, final ``?!.`` dropped),
+so typing a title verbatim ("The Beatles") still counts as exact. Ties keep discovery order.
+
+Words, stop words and stems come from ``nodes/text.py``: folded ``base_words`` of the text with HTML
+stripped (titles and the question are folded too, so "Café" matches "cafe"), ``plural_stem``
+(a title's stem must still be the title word, so no verb suffixes) and ``QUESTION_STOPWORDS``.
+Limitations: the stemmer is a tiny English plural stripper, not Porter; titles and excerpts are
+compared as bags of words, so word order and synonyms are invisible.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from folio.nodes.text import (
+    base_words,
+    fold,
+    is_definitional,
+    named_phrases,
+    plural_stem,
+    strip_html,
+)
+from folio.nodes.types import Candidate, Hit, ScoredCandidate
+
+EXACT_TITLE = 20.0
+
+
+STEMMED_TITLE = 15.0
+
+
+TITLE_STARTS_WITH_TERM = 10.0
+
+
+TITLE_WORD_HIT = 5.0
+
+
+EXCERPT_OVERLAP_MAX = 10.0
+
+
+EXCERPT_FULL_DENSITY = 0.10  # share of excerpt words matching the query that earns the full 10 points
+
+
+LIST_PENALTY = -10.0
+
+
+LIST_OFFSET_DEFINITIONAL = 8.0
+
+
+LIST_OFFSET_OTHER = 3.0
+
+
+PRIMARY_BOOK = 2.0
+
+
+_LIST_PREFIXES = ("list of", "lists of", "index of", "outline of", "category:")
+
+
+_QUALIFIER_RE = re.compile(r"\s*\([^)]*\)\s*$")
+
+
+_LEADING_ARTICLE_RE = re.compile(r"^(?:the|a|an)\s+")
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """The folded words of ``text`` without possessive endings, HTML tags removed and entities decoded."""
+    return tuple(base_words(strip_html(text)))
+
+
+def _stems(items: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    return tuple(plural_stem(w) for w in items)
+
+
+def _title_core(title: str) -> str:
+    """The stemmed core of a title: no HTML, no trailing "(qualifier)", no leading article."""
+    plain = strip_html(title).strip().lower()
+    plain = _LEADING_ARTICLE_RE.sub("", _QUALIFIER_RE.sub("", plain))
+    return " ".join(_stems(_words(plain)))
+
+
+def _title_match_units(terms: tuple[str, ...], question: str) -> frozenset[str]:
+    """What a title core may equal for ``stemmed_title``: the whole query, or a query word that is not
+    part of a multi-word named phrase of the question ("ray" alone does not stand for "Ray Charles")."""
+    phrases = [_stems(_words(p)) for p in named_phrases(question)]
+    in_phrase = {w for p in phrases if len(p) > 1 for w in p}
+    units = {" ".join(_stems(terms))}
+    units |= {s for s in _stems(terms) if s not in in_phrase}
+    return frozenset(u for u in units if u)
+
+
+def _is_list_title(title: str) -> bool:
+    return strip_html(title).strip().lower().startswith(_LIST_PREFIXES)
+
+
+def _normalised_question(question: str) -> str:
+    return fold(re.sub(r"\s+", " ", question.strip().rstrip("?!.").strip()))
+
+
+def _excerpt_points(query_stems: frozenset[str], excerpt: str) -> float:
+    excerpt_words = _words(excerpt)
+    if not excerpt_words or not query_stems:
+        return 0.0
+    overlap = sum(1 for s in _stems(excerpt_words) if s in query_stems)
+    density = overlap / len(excerpt_words)
+    return round(min(EXCERPT_OVERLAP_MAX, EXCERPT_OVERLAP_MAX * density / EXCERPT_FULL_DENSITY), 3)
+
+
+def _signals(
+    candidate: Candidate, terms: tuple[str, ...], question: str, primary: str
+) -> tuple[tuple[str, float], ...]:
+    """Every signal that fires for ``candidate``, in table order."""
+    title_plain = fold(strip_html(candidate.title)).strip()
+    title_plain = re.sub(r"\s+", " ", title_plain)
+    query = " ".join(terms)
+    query_stems = _stems(terms)
+    title_words = _words(candidate.title)
+    title_stems = set(_stems(title_words))
+    signals: list[tuple[str, float]] = []
+
+    if title_plain and title_plain in {query, _normalised_question(question)}:
+        signals.append(("exact_title", EXACT_TITLE))
+    else:
+        core = _title_core(candidate.title)
+        if core and core in _title_match_units(terms, question):
+            signals.append(("stemmed_title", STEMMED_TITLE))
+    if title_words and any(len(t) >= 4 and plural_stem(t) == plural_stem(title_words[0]) for t in terms):
+        signals.append(("title_starts_with_term", TITLE_STARTS_WITH_TERM))
+    hits = len(set(query_stems) & title_stems)
+    if hits:
+        signals.append(("title_word_hits", TITLE_WORD_HIT * hits))
+    excerpt = _excerpt_points(frozenset(query_stems), candidate.excerpt)
+    if excerpt:
+        signals.append(("excerpt_overlap", excerpt))
+    if _is_list_title(candidate.title):
+        signals.append(("list_penalty", LIST_PENALTY))
+        offset = LIST_OFFSET_DEFINITIONAL if is_definitional(question) else LIST_OFFSET_OTHER
+        signals.append(("list_offset", offset))
+    if primary and candidate.book == primary:
+        signals.append(("primary_book", PRIMARY_BOOK))
+    return tuple(signals)
+
+
+def _score(candidate: Candidate, terms: tuple[str, ...], question: str, primary: str) -> ScoredCandidate:
+    breakdown = _signals(candidate, terms, question, primary)
+    return ScoredCandidate(candidate, round(sum(p for _, p in breakdown), 3), breakdown)
+
+
+def rank_candidates(
+    candidates: tuple[Candidate, ...], terms: tuple[str, ...], question: str, primary: str
+) -> tuple[ScoredCandidate, ...]:
+    """Score every candidate; highest first, ties in discovery order (stable sort)."""
+    scored = [_score(c, terms, question, primary) for c in candidates]
+    return tuple(sorted(scored, key=lambda s: -s.score))
+
+
+def max_normalised(hits: Sequence[Hit]) -> dict[tuple[str, str], float]:
+    """Each hit's score as a fraction of the list's best score (0 for a non-positive best)."""
+    if not hits:
+        return {}
+    best = max(h.score for h in hits)
+    return {(h.book_id, h.chunk_id): (h.score / best if best > 0 else 0.0) for h in hits}
+
+
+def fuse_convex(lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float, k: int) -> tuple[Hit, ...]:
+    """Convex combination of max-normalised scores; ties broken by lexical then semantic score."""
+    lex, sem = max_normalised(lexical), max_normalised(semantic)
+    by_key = {(h.book_id, h.chunk_id): h for h in [*semantic, *lexical]}
+    fused = []
+    for key, hit in by_key.items():
+        ls, ss = lex.get(key, 0.0), sem.get(key, 0.0)
+        score = weight * ls + (1.0 - weight) * ss
+        fused.append((score, ls, ss, hit))
+    fused.sort(key=lambda t: (-t[0], -t[1], -t[2], t[3].book_id, t[3].start))
+    return tuple(
+        replace(h, score=s, signals=(("lexical", ls), ("semantic", ss))) for s, ls, ss, h in fused[:k]
+    )
