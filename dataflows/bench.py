@@ -64,7 +64,7 @@ def _queries(lib: Any, book_id: str, n: int = 100, seed: int = 7) -> list[str]:
     """``n`` queries made of 4–9 consecutive words from random chunks of the book (seeded)."""
     rng = random.Random(seed)
     chunks = lib.store(book_id).chunks_in()
-    out = []
+    out: list[str] = []
     while len(out) < n:
         words = rng.choice(chunks).text.split()
         if len(words) < 12:

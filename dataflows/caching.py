@@ -56,7 +56,7 @@ class DiskCacheResultStore(ResultStore):
         return {"path": str(self.path), "size_limit": self.size_limit}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["size_limit"])
+        DiskCacheResultStore.__init__(self, state["path"], state["size_limit"])
 
     def set(self, data_version: str, result: Any, **kwargs: Any) -> None:
         """Store a node's result; clients and connections are versioned but never stored."""

@@ -143,7 +143,7 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
     by_id = {s.book_id: s for s in stores.values()}
     maps = {s.book_id: lib.concept_map(s.book_id) for s in stores.values()}
     searcher_driver = search_driver(cfg)
-    book_cfg = {**cfg, "kiwix": "none"}
+    book_cfg: Mapping[str, Any] = {**cfg, "kiwix": "none"}
     with tempfile.TemporaryDirectory(prefix="folio-eval-") as tmp:
         kiwix = _Kiwix(cfg, tmp)
 

@@ -121,7 +121,7 @@ def graph_structure(dr: driver.Driver, config: Mapping[str, Any], dag: str) -> d
     used = with_default | {dep for name in keep for dep in variables[name].required_dependencies}
     setting_names = set(settings(config)) | SWITCHES | with_default
     nodes = []
-    edges = []
+    edges: list[list[str]] = []
     for name in sorted(keep):
         var = variables[name]
         if var.is_external_input:

@@ -81,7 +81,8 @@ def _extractive(question: str, hits: Sequence[Hit], max_citations: int) -> tuple
         (_best_sentence(terms, hit), rank, hit) for rank, hit in enumerate(hits[: max(1, int(max_citations))])
     ]
     picked.sort(key=lambda item: (-item[0][0], item[1]))
-    lines, citations = [], []
+    lines: list[str] = []
+    citations: list[Citation] = []
     for (_, sentence), _, hit in picked:
         lines.append(f"{sentence} [{len(citations) + 1}]")
         citations.append(_citation(hit))
@@ -337,8 +338,8 @@ def answer(
             notes.append(f"router: {r.reason}")
     if any(r.route == "NOT_BOOK" for r in routes) and any(r.source == "book" for r in source_results):
         notes.append("no other source is configured for a question outside the books: searched the books")
-    for r in source_results:
-        notes.extend(r.notes)
+    for result in source_results:
+        notes.extend(result.notes)
     notes.extend(fused_context.notes)
     if tool_budget.refused:
         notes.append(f"tool budget: {len(tool_budget.refused)} call(s) refused after {tool_budget.limit}")

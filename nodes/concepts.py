@@ -36,6 +36,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -440,7 +441,7 @@ def _top_chapters(counts: Counter[int], limit: int = _MAX_CHAPTERS_PER_ITEM) -> 
 @dataclass(frozen=True)
 class _Terms:
     vocabulary: tuple[str, ...]
-    chunk_tfidf: object  # scipy.sparse csr (n_chunks x n_terms), rows L2-normalised
+    chunk_tfidf: Any  # scipy.sparse csr (n_chunks x n_terms), rows L2-normalised
     mean: np.ndarray  # mean TF-IDF row of the book
 
 
@@ -473,11 +474,13 @@ def _terms(chunk_texts: Sequence[str]) -> _Terms:
     return _Terms(tuple(vectorizer.get_feature_names_out()), tfidf, np.asarray(tfidf.mean(axis=0)).ravel())
 
 
-def _contrast_terms(terms: _Terms, chunk_counts: Counter[int], exclude: frozenset[str]) -> tuple[str, ...]:
+def _contrast_terms(
+    terms: _Terms, chunk_counts: Counter[int | None], exclude: frozenset[str]
+) -> tuple[str, ...]:
     """Terms that set some chunks apart: their count-weighted mean TF-IDF minus the book's mean."""
     if not terms.vocabulary or not chunk_counts:
         return ()
-    rows = sorted(chunk_counts)
+    rows = sorted(i for i in chunk_counts if i is not None)
     weights = np.asarray([chunk_counts[i] for i in rows], dtype=np.float64)
     local = np.asarray(terms.chunk_tfidf[rows].multiply(weights[:, None]).sum(axis=0)).ravel() / weights.sum()
     return _top_terms(local - terms.mean, terms.vocabulary, _N_TERMS, exclude)
@@ -508,7 +511,7 @@ def _top_terms(
 # --- themes ---------------------------------------------------------------------------------------
 
 
-def _blended_similarity(vectors: np.ndarray, keyword_rows: object, centroid_weight: float) -> np.ndarray:
+def _blended_similarity(vectors: np.ndarray, keyword_rows: Any, centroid_weight: float) -> np.ndarray:
     """``w * cos(vectors) + (1 - w) * cos(keyword vectors)`` for every pair of rows."""
     v = np.asarray(vectors, dtype=np.float64)
     norms = np.linalg.norm(v, axis=1, keepdims=True)
@@ -612,7 +615,7 @@ def _entities(drafts: Sequence[_EntityDraft], terms: _Terms, locator: _Locator) 
         seen.add(entity_id)
         counts = Counter(m.chapter for m in draft.mentions)
         chapters = _top_chapters(counts)
-        first = {}
+        first: dict[int, Any] = {}
         for m in draft.mentions:
             first.setdefault(m.chapter, m)
         excerpts = tuple(e for c in chapters[:2] if (e := _evidence(locator, c, first[c].start)) is not None)

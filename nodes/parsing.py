@@ -409,6 +409,12 @@ _SMALL_WORDS = frozenset(
 _CONTENTS = frozenset({"contents", "table of contents", "the contents", "list of contents"})
 
 
+def _label_rest(title: str) -> str:
+    """What follows a "Chapter N"-style label in ``title`` ("" when it has no label)."""
+    m = _LABEL.match(title)
+    return m["rest"] if m else ""
+
+
 def _text_blocks(body: str) -> list[_Block]:
     """Paragraph blocks of a text: runs of non-blank lines, with the count of blank lines before each."""
     blocks: list[_Block] = []
@@ -569,7 +575,7 @@ def _block_heading(blocks: Sequence[_Block], i: int, strict: bool) -> tuple[int,
         return 1, _block_text(blocks[i])
     else:
         return None
-    bare = kind == "number" or (kind == "label" and not _LABEL.match(title)["rest"].strip(" .:"))
+    bare = kind == "number" or (kind == "label" and not _label_rest(title).strip(" .:"))
     if bare and i + 2 < len(blocks) and len(blocks[i + 1][1]) == 1:
         subtitle = blocks[i + 1][1][0]
         if _is_title_line(subtitle) and _heading_kind(subtitle) not in ("label", "number"):

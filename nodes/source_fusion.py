@@ -143,7 +143,8 @@ def _merge_group(results: Sequence[SourceResult]) -> SourceResult:
     """Several clauses' results of one source as one section (see the notes above)."""
     if len(results) == 1:
         return results[0]
-    blobs, citations = [], []
+    blobs: list[str] = []
+    citations: list[Citation] = []
     for r in results:
         blobs.append(_renumber(r.text, len(citations)))
         citations.extend(r.citations)

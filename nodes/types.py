@@ -10,7 +10,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from folio.nodes.text import STOPWORDS, base_words
 
@@ -274,7 +274,10 @@ def _concept_plain(value: object) -> object:
     return value
 
 
-def _concept_item(cls: type, row: dict) -> object:
+_Item_T = TypeVar("_Item_T")
+
+
+def _concept_item(cls: type[_Item_T], row: dict) -> _Item_T:
     """Rebuild one entity, theme or event from its JSON form (lists back to tuples)."""
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
     values["excerpts"] = tuple(Evidence(**e) for e in row["excerpts"])
@@ -420,7 +423,11 @@ def _cached_index(concept_map: ConceptMap) -> _LookupIndex:
     if entry is not None and entry[0]() is concept_map:
         return entry[1]
     index = _lookup_index(concept_map)
-    _INDEXES[key] = (weakref.ref(concept_map, lambda _, k=key: _INDEXES.pop(k, None)), index)
+
+    def forget(_: object, k: int = key) -> None:
+        _INDEXES.pop(k, None)
+
+    _INDEXES[key] = (weakref.ref(concept_map, forget), index)
     return index
 
 

@@ -11,6 +11,7 @@ import json
 import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class BookStore:
         self.book_id: str = self.descriptor["book_id"]
         self.titles = {c["chapter_id"]: c["title"] for c in self.descriptor["chapters"]}
         self._lock = threading.Lock()
-        self._index = None
+        self._index: Any = None
         self._vectors: np.ndarray | None = None
         self._window_rowid: np.ndarray | None = None
 
@@ -141,7 +142,7 @@ class BookStore:
     def chunks_in(self, chapter_ids: Collection[str] | None = None) -> list[Hit]:
         """All chunks (of the given chapters), in reading order."""
         sql = "SELECT rowid, chunk_id, chapter_id, start, end, text FROM chunks"
-        params: list[object] = []
+        params: list[str] = []
         if chapter_ids is not None:
             ids = list(chapter_ids)
             sql += f" WHERE chapter_id IN ({','.join('?' * len(ids))})"

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,8 +70,8 @@ class Encoder:
 
     model_id: str
     model_dir: Path
-    model: object
-    tokenizer: object  # tokenizers.Tokenizer
+    model: Any  # sentence_transformers.SentenceTransformer
+    tokenizer: Any  # tokenizers.Tokenizer
     max_seq_length: int
     dimension: int
     query_prefix: str = ""
@@ -142,8 +143,8 @@ def load_encoder(embedding_model: str) -> Encoder:
     tokenizer.no_padding()
     model.eval()
     dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    dimension = int(dim_of())
-    max_seq = int(model.max_seq_length)
+    dimension = int(dim_of() or 0)
+    max_seq = int(model.max_seq_length or 0)
     return Encoder(
         model_id=f"{ALIASES.get(embedding_model.lower(), embedding_model)}@{max_seq}",
         model_dir=model_dir,

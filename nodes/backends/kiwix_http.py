@@ -336,12 +336,12 @@ class KiwixHttpBackend:
                 continue
             seen.add(fetched.path)
             with self._lock:
-                title = self._titles.get((book, fetched.path))
+                known = self._titles.get((book, fetched.path))
             out.append(
                 Candidate(
                     book=book,
                     path=fetched.path,
-                    title=title or fetched.page.title or fetched.path,
+                    title=known or fetched.page.title or fetched.path,
                     excerpt=excerpt(fetched.page),
                     url=self._browse_url(entry, fetched.path),
                     origin=origin,

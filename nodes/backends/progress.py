@@ -9,10 +9,10 @@ import threading
 class Progress:
     """Base progress sink; reports nothing (``--quiet``, not a terminal, tests)."""
 
-    def add_total(self, n: int) -> None:
+    def add_total(self, n: float) -> None:
         pass
 
-    def advance(self, n: int) -> None:
+    def advance(self, n: float) -> None:
         pass
 
     def close(self) -> None:
