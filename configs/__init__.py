@@ -1,1 +1,2 @@
-"""Folio's shipped configs: ``default.yaml`` and one YAML file per variant (data, read with importlib.resources)."""
+"""Folio's shipped configs: ``default.yaml`` and one YAML file per variant (data, read with
+importlib.resources)."""

@@ -1,6 +1,7 @@
 """Folio's assembly layer: config, drivers, the library directory, the Python API and the CLI.
 
-from folio.dataflows import ingest, search, books, ask, Session, ingest_driver, search_driver, ask_driver, load_config
+from folio.dataflows import ingest, search, books, ask, Session
+from folio.dataflows import ingest_driver, search_driver, ask_driver, load_config
 from folio.dataflows import evaluate, eval_driver, run_experiment, load_experiment
 from folio.dataflows import DAGS, driver_for          # the registry of the DAGs (dataflows.registry)
 """

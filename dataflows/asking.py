@@ -54,7 +54,8 @@ _LOCK = threading.RLock()
 
 
 def query_driver(config: Mapping[str, Any], dag: str = "ask") -> driver.Driver:
-    """The driver of query DAG ``dag`` ("ask" or "kiwix") for ``config`` (the registry's, memoised per switches)."""
+    """The driver of query DAG ``dag`` ("ask" or "kiwix") for ``config`` (the registry's, memoised per
+    switches)."""
     if dag not in ("ask", "kiwix"):
         raise FolioError("dag", f"unknown query DAG {dag!r}: use ask or kiwix")
     if config.get("kiwix") not in KIWIX_VARIANTS:
@@ -95,7 +96,8 @@ def ask_config(
     zim_paths: Sequence[str | os.PathLike[str]] | None = None,
     kiwix_url: str | None = None,
 ) -> dict[str, Any]:
-    """The ask config: ``config`` (a file, a mapping of overrides, or the defaults) with the Kiwix source applied."""
+    """The ask config: ``config`` (a file, a mapping of overrides, or the defaults) with the Kiwix source
+    applied."""
     cfg = load_config(None, overrides=dict(config)) if isinstance(config, Mapping) else load_config(config)
     if zim_paths:
         cfg.update(kiwix="libzim", zim_paths=[str(p) for p in zim_paths])

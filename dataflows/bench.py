@@ -126,7 +126,8 @@ def book_bench(data_dir: Path, work: Path) -> dict[str, Any]:
 
     store = lib.store(staged.book_id)
     rows = store._rows(
-        "SELECT w.start, w.end, c.chapter_id FROM windows w JOIN chunks c ON c.rowid = w.chunk_rowid ORDER BY w.window_id"
+        "SELECT w.start, w.end, c.chapter_id FROM windows w JOIN chunks c ON c.rowid = w.chunk_rowid "
+        "ORDER BY w.window_id"
     )
     texts = [store.chapter_text(ch)[s:e] for s, e, ch in rows]
     t0 = time.perf_counter()

@@ -89,7 +89,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("no hits")
     for rank, h in enumerate(hits, 1):
         print(
-            f"[{rank}] {h.score:.4f}  {h.book_id} › {h.chapter_title}  ({h.chapter_id} {h.chunk_id} @ {h.start}-{h.end})"
+            f"[{rank}] {h.score:.4f}  {h.book_id} › {h.chapter_title}  "
+            f"({h.chapter_id} {h.chunk_id} @ {h.start}-{h.end})"
         )
         print(textwrap.indent(_snippet(h.text), "     "))
     return 0
@@ -135,7 +136,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
         print(f"library            {info['library']}")
         print(f"node results       {info['node_results']} ({info['node_results_bytes'] / 2**20:.1f} MiB)")
         print(
-            f"window embeddings  {info['window_embeddings']} ({info['window_embeddings_bytes'] / 2**20:.1f} MiB)"
+            f"window embeddings  {info['window_embeddings']} "
+            f"({info['window_embeddings_bytes'] / 2**20:.1f} MiB)"
         )
     return 0
 

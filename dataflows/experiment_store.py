@@ -102,7 +102,8 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 
 # --- identity ------------------------------------------------------------------------------------------
 def git_commit(repo_dir: str | Path | None = None) -> str | None:
-    """``git rev-parse HEAD`` of ``repo_dir`` (default: the repo holding this package), ``-dirty`` if modified.
+    """``git rev-parse HEAD`` of ``repo_dir`` (default: the repo holding this package), ``-dirty`` if
+    modified.
 
     ``None`` when the folder is not a git checkout (or has no commit) or git is missing; never raises.
     """
@@ -309,7 +310,8 @@ def latest_batch(db_path: str | Path) -> str | None:
         return None
     with _connect(db_path) as con:
         row = con.execute(
-            "SELECT batch_id FROM runs GROUP BY batch_id ORDER BY max(started_at) DESC, max(ordinal) DESC LIMIT 1"
+            "SELECT batch_id FROM runs GROUP BY batch_id "
+            "ORDER BY max(started_at) DESC, max(ordinal) DESC LIMIT 1"
         ).fetchone()
     return row[0] if row else None
 

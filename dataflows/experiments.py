@@ -94,7 +94,8 @@ class Experiment:
 
 @dataclass
 class ExperimentReport:
-    """What one ``folio experiment`` run did: its batch id and the saved runs (as ``load_runs`` gives them)."""
+    """What one ``folio experiment`` run did: its batch id and the saved runs (as ``load_runs`` gives
+    them)."""
 
     batch_id: str
     db_path: Path
@@ -255,7 +256,8 @@ def _book_sources(experiment: Experiment, library: Library) -> list[Path]:
 def variant_library(
     library: Library, config: Mapping[str, Any], files: Sequence[Path], progress: bool = False
 ) -> tuple[Library, dict[str, int]]:
-    """Ingest ``files`` with ``config`` into its variant library (the main library's caches) → (library, cache counts)."""
+    """Ingest ``files`` with ``config`` into its variant library (the main library's caches) → (library, cache
+    counts)."""
     vlib = Library(library.path / "experiments" / "libraries" / ingest_hash(config))
     report: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     wanted = {str(Path(f).resolve()) for f in files}
@@ -290,7 +292,8 @@ def _say(message: str, enabled: bool) -> None:
 def run_experiment(
     experiment: str | Path | Experiment, library: str | Path | Library | None = None, progress: bool = False
 ) -> ExperimentReport:
-    """Run every variant of an experiment (a file, or one already loaded) against ``library``; save in its DuckDB."""
+    """Run every variant of an experiment (a file, or one already loaded) against ``library``; save in its
+    DuckDB."""
     if not isinstance(experiment, Experiment):
         experiment = load_experiment(experiment)
     lib = library if isinstance(library, Library) else Library(library)

@@ -25,7 +25,8 @@ def format_answer(result: Answer) -> str:
         lines.append("citations:")
         lines.extend("  " + _citation_line(i, c) for i, c in enumerate(result.citations, 1))
     lines.append(
-        f"route: {result.route} · sources: {', '.join(result.sources_used) or 'none'} · tool calls: {result.tool_calls}"
+        f"route: {result.route} · sources: {', '.join(result.sources_used) or 'none'} · "
+        f"tool calls: {result.tool_calls}"
     )
     lines.extend(f"note: {n}" for n in result.notes)
     return "\n".join(lines)

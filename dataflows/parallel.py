@@ -54,7 +54,8 @@ EXECUTORS = ("local", "dask")
 
 # --- progress ------------------------------------------------------------------------------------
 class BookProgress(Progress):
-    """A tqdm bar over books (done/total, ETA) with the chunks done so far; thread-safe enough for one updater."""
+    """A tqdm bar over books (done/total, ETA) with the chunks done so far; thread-safe enough for one
+    updater."""
 
     def __init__(self, total_books: int) -> None:
         from tqdm import tqdm
@@ -161,7 +162,8 @@ def _wait_dask(future: Any) -> None:
 
 
 class BookProcessPool(executors.TaskExecutor):
-    """A process pool of ``workers`` (forkserver: no inherited locks or open databases); tasks go by cloudpickle."""
+    """A process pool of ``workers`` (forkserver: no inherited locks or open databases); tasks go by
+    cloudpickle."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -364,7 +366,10 @@ def ingest_books(
     try:
         dr.execute(["book_outcomes"], inputs={**settings_inputs(dr, config), **inputs})
     except Exception as exc:  # a worker died: finished books stay installed, the rest fail with the reason
-        reason = f"ingest aborted: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        reason = (
+            f"ingest aborted: {type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        )
         for path in sources:
             installer.results.setdefault(path, FolioError(path, reason))
     finally:

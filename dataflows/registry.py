@@ -3,12 +3,15 @@ modules, its outputs, the nodes it never caches, and one way to build its Hamilt
 
     from folio.dataflows.registry import DAGS, driver_for, execute
     dr = driver_for("search", load_config())          # memoised per (dag, switches, cache library)
-    execute("search", config, ["search_results"], inputs={"query": ..., "book_stores": ..., "chapter_ids": None})
+    execute(
+        "search", config, ["search_results"], inputs={"query": ..., "book_stores": ..., "chapter_ids": None}
+    )
 
-Switches apart from settings: only the variant switches of a config (``config.switches``) that the
-DAG's ``@config.when`` functions read go to Hamilton's ``with_config``; every other key is a *setting*, a node input with a default in its
-signature, passed at execute time (``settings_inputs``/``execute``). So one built driver serves every
-config with the same switches, and a sweep over a number never rebuilds a graph.
+Switches apart from settings: only the variant switches of a config (``config.switches``) that the DAG's
+``@config.when`` functions read go to Hamilton's ``with_config``; every other key is a *setting*, a node
+input with a default in its signature, passed at execute time (``settings_inputs``/``execute``). So one
+built driver serves every config with the same switches, and a sweep over a number never rebuilds a
+graph.
 
 Cache behaviour is declared here once: a DAG run with a ``cache_library`` caches every node in that
 library's store (``dataflows.caching``) except its ``never_cached`` nodes (clients, writers and the
@@ -82,7 +85,8 @@ class Dag:
 
     @property
     def switch_keys(self) -> frozenset[str]:
-        """The config keys its ``@config.when`` functions (and module switches) read: all its builder hands Hamilton."""
+        """The config keys its ``@config.when`` functions (and module switches) read: all its builder hands
+        Hamilton."""
         return _switch_keys(self.module_names) | {s for s, _, _ in self.switched_modules}
 
 

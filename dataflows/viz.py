@@ -237,7 +237,10 @@ def _cluster_label(module: str, module_settings: Sequence[str]) -> str:
     return '<<table border="0" cellpadding="0" cellspacing="1">' + "".join(rows) + "</table>>"
 
 
-_INPUT_STYLE = 'shape=oval, style=solid, color="#999999", fontsize=9, fontcolor="#333333", height=0.22, margin="0.04,0.01"'
+_INPUT_STYLE = (
+    'shape=oval, style=solid, color="#999999", fontsize=9, fontcolor="#333333", height=0.22, '
+    'margin="0.04,0.01"'
+)
 
 
 def to_dot(structure: Mapping[str, Any], title: str = "", rankdir: str = "TB") -> str:

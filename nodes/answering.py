@@ -13,9 +13,9 @@
 - Evidence rule: no book-specific answer without retrieved evidence. Insufficient evidence (see
   ``nodes/book_tools.py``) gives "I could not find support for this in the books." and what was searched.
 
-The final ``answer`` takes the fused text of all sources (``nodes/source_fusion.py``), their citations in order,
-the route (one clause: its route; several: their common route or "MIXED"), the sources used, the tool
-calls spent and the notes.
+The final ``answer`` takes the fused text of all sources (``nodes/source_fusion.py``), their citations in
+order, the route (one clause: its route; several: their common route or "MIXED"), the sources used, the
+tool calls spent and the notes.
 
 Config keys: ``answer_max_citations``, ``answer_mode`` and ``llm`` (variants); the LLM is ``llm_client``
 (``nodes/llm.py``), whose every request spends one call of the question's tool budget.
@@ -60,7 +60,8 @@ def _citation(hit: Hit) -> Citation:
 
 
 def _best_sentence(terms: frozenset[str], hit: Hit) -> tuple[float, str]:
-    """The sentence of the chunk sharing most content words with the question (earliest on ties), and its coverage."""
+    """The sentence of the chunk sharing most content words with the question (earliest on ties), and its
+    coverage."""
     spans = sentences(hit.text)
     if not spans:
         return coverage(terms, hit.text), " ".join(hit.text.split())
@@ -114,7 +115,8 @@ def _cited(content: str, hits: Sequence[Hit]) -> tuple[str, tuple[Citation, ...]
 
 
 def _located(content: str, seen: dict[str, Hit]) -> tuple[str, tuple[Citation, ...]] | None:
-    """An agent answer's ``[BOOK/CHUNK]`` markers as ``[n]`` over chunks a tool returned; None if none valid."""
+    """An agent answer's ``[BOOK/CHUNK]`` markers as ``[n]`` over chunks a tool returned; None if none
+    valid."""
     order: dict[str, int] = {}
     for m in _LOCATION.finditer(content):
         if m.group(1) in seen and m.group(1) not in order:

@@ -170,7 +170,8 @@ def _book_by_name(books: Sequence[KiwixBook], name: str) -> KiwixBook | None:
 
 @config.when(llm="openai")
 def disambiguation_cache__openai(cache_dir: str | None = None) -> Any:
-    """The diskcache store of LLM disambiguation phrases, under ``cache_dir`` (default: the per-user cache)."""
+    """The diskcache store of LLM disambiguation phrases, under ``cache_dir`` (default: the per-user
+    cache)."""
     import diskcache
 
     path = Path(cache_dir or _default_cache_dir()) / "disambiguation"

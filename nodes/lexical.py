@@ -16,7 +16,8 @@ from pathlib import Path
 from folio.nodes.types import Chunk, IndexFile, Manifest, Window
 
 SCHEMA = """
-CREATE TABLE chapters(chapter_id TEXT PRIMARY KEY, ord INTEGER NOT NULL, title TEXT NOT NULL, text TEXT NOT NULL);
+CREATE TABLE chapters(chapter_id TEXT PRIMARY KEY, ord INTEGER NOT NULL, title TEXT NOT NULL, \
+text TEXT NOT NULL);
 CREATE TABLE chunks(
     rowid INTEGER PRIMARY KEY, chunk_id TEXT UNIQUE NOT NULL, chapter_id TEXT NOT NULL,
     ordinal INTEGER NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, n_tokens INTEGER NOT NULL,

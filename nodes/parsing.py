@@ -53,11 +53,11 @@ Plain-text rules:
   heading.
 
 Both formats, front matter: chapters with no text are dropped; chapters before the first *substantial*
-one (at least 100 words in prose paragraphs: 8+ words, mostly lower-case letters, at most 10% numbers,
-a sentence end) are front matter and dropped (title pages, contents, transcriber's notes, lists of illustrations). Text before the first
-heading is such a chapter too, titled with the book title, so it is kept only when it is substantial
-prose. A book without any substantial chapter keeps all its non-empty chapters. Moby-Dick thus gives
-ETYMOLOGY, EXTRACTS, 135 chapters and the Epilogue in both formats.
+one (at least 100 words in prose paragraphs: 8+ words, mostly lower-case letters, at most 10% numbers, a
+sentence end) are front matter and dropped (title pages, contents, transcriber's notes, lists of
+illustrations). Text before the first heading is such a chapter too, titled with the book title, so it is
+kept only when it is substantial prose. A book without any substantial chapter keeps all its non-empty
+chapters. Moby-Dick thus gives ETYMOLOGY, EXTRACTS, 135 chapters and the Epilogue in both formats.
 
 Limitations: no PDF/MOBI; text encodings other than UTF-8/UTF-16-with-BOM are refused, not guessed;
 heading detection in text without a table of contents is heuristic (a mixed-case story title with no
@@ -127,7 +127,8 @@ def _slug(text: str) -> str:
 
 
 def _book_id(title: str, author: str, source_name: str) -> str:
-    """``<slug(title)[:40]>-<sha1(file name, title, author)[:8]>`` (a trailing "-" of the cut slug dropped)."""
+    """``<slug(title)[:40]>-<sha1(file name, title, author)[:8]>`` (a trailing "-" of the cut slug
+    dropped)."""
     digest = hashlib.sha1(f"{source_name}\0{title}\0{author}".encode()).hexdigest()[:8]
     return f"{_slug(title)[:40].rstrip('-') or 'book'}-{digest}"
 
@@ -341,7 +342,8 @@ _LANGUAGES = {
 
 
 def _gutenberg_metadata(header: str) -> dict[str, str]:
-    """``title``/``author``/``language`` from "Title:", "Author:", "Language:" lines (continuations joined)."""
+    """``title``/``author``/``language`` from "Title:", "Author:", "Language:" lines (continuations
+    joined)."""
     found: dict[str, str] = {}
     lines = header.splitlines()
     for i, line in enumerate(lines):

@@ -5,14 +5,14 @@ when the next word opens a new question (a wh-word or an auxiliary such as ``are
 ``can``): "indoor air quality and are the doors locked" → two clauses; "the brother and sister" stays
 whole. Each clause is routed on its own.
 
-Deterministic router (``llm: none``, and the fallback of the LLM router). Per book it measures:
-title or author named in the clause (signal 1.0); a concept-map entity named in it, every content word
-of one alias present (0.8); else lexical evidence, the share of the clause's content words (light stems)
-found in the book's best bm25 chunk, capped at 0.5 for a definitional question ("what is X", "tell me
-about X") so that common words turning up in a chapter do not pull general knowledge into a book. The route follows the best book's signal: ``BOOK`` at 0.6 or more,
-``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books are those within 0.75 of the best signal,
-best first, so a clause naming no book still reaches the right one and a clause spanning two books
-searches both.
+Deterministic router (``llm: none``, and the fallback of the LLM router). Per book it measures: title or
+author named in the clause (signal 1.0); a concept-map entity named in it, every content word of one
+alias present (0.8); else lexical evidence, the share of the clause's content words (light stems) found
+in the book's best bm25 chunk, capped at 0.5 for a definitional question ("what is X", "tell me about X")
+so that common words turning up in a chapter do not pull general knowledge into a book. The route follows
+the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books
+are those within 0.75 of the best signal, best first, so a clause naming no book still reaches the right
+one and a clause spanning two books searches both.
 
 ``AMBIGUOUS`` is resolved by exactly one ``book_concept_map.lookup(clause)``: a match scoring at least
 ``STRONG_CONCEPT_SCORE`` (0.25) in some book → ``BOOK`` (those books), else ``NOT_BOOK``.

@@ -134,7 +134,8 @@ def strip_html(text: str) -> str:
 
 
 def strip_possessives(text: str) -> str:
-    """``text`` without possessive endings: "Ahab's leg" -> "Ahab leg", "the Beatles' song" -> "the Beatles song"."""
+    """``text`` without possessive endings: "Ahab's leg" -> "Ahab leg", "the Beatles' song" ->
+    "the Beatles song"."""
     return _POSSESSIVE.sub("", text)
 
 
@@ -341,7 +342,8 @@ _QUOTE = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
 
 
 def question_kind(question: str) -> str:
-    """ "concrete" or "conceptual": the book flow's search order rule (documented in ``nodes/book_tools.py``)."""
+    """ "concrete" or "conceptual": the book flow's search order rule (documented in
+    ``nodes/book_tools.py``)."""
     text = question.strip()
     ws = words(text)
     if not ws:

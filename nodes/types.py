@@ -26,7 +26,8 @@ HONORIFICS = {
     "lieutenant": "", "lt": "", "sergeant": "", "judge": "", "mate": "",
 }  # fmt: skip
 
-# What an answer says when the evidence does not support one (``nodes.answering``; ``nodes.evaluation`` checks it).
+# What an answer says when the evidence does not support one (``nodes.answering``; ``nodes.evaluation``
+# checks it).
 NOT_FOUND = "I could not find support for this in the books."
 
 

@@ -40,7 +40,8 @@ def test_page_text_keeps_content_and_drops_scripts_navigation_hidden_and_referen
       <div role="navigation">Toggle navigation</div>
       <div id="mw-content-text">
         <h1>Moon</h1>
-        <p>The <b>Moon</b> orbits&nbsp;Earth.<sup class="reference">[1]</sup><span class="mw-ref">[2]</span></p>
+        <p>The <b>Moon</b> orbits&nbsp;Earth.<sup class="reference">[1]</sup>\
+<span class="mw-ref">[2]</span></p>
         <script>var x = 1;</script>
         <p style="display: none">hidden text</p>
         <p>It has   phases.</p>
@@ -54,14 +55,20 @@ def test_page_text_keeps_content_and_drops_scripts_navigation_hidden_and_referen
 
 
 def test_page_text_strips_a_leading_heading_equal_to_the_entry_title() -> None:
-    html = "<html><head><title>Site name</title></head><body><h1><i>Ray</i> (film)</h1><p>Ray is a film.</p></body></html>"
+    html = (
+        "<html><head><title>Site name</title></head>"
+        "<body><h1><i>Ray</i> (film)</h1><p>Ray is a film.</p></body></html>"
+    )
     assert page_text(html, title="<i>Ray</i> (film)").text == "Ray is a film."
     # without the entry title only the page's own <title> is stripped
     assert page_text(html).text.startswith("Ray (film)")
 
 
 def test_table_cells_are_separated_and_rows_are_lines() -> None:
-    html = "<body><table><tr><th>Directed by</th><td>Taylor Hackford</td></tr><tr><th>Runtime</th><td>152 min</td></tr></table></body>"
+    html = (
+        "<body><table><tr><th>Directed by</th><td>Taylor Hackford</td></tr>"
+        "<tr><th>Runtime</th><td>152 min</td></tr></table></body>"
+    )
     assert page_text(html).text == "Directed by Taylor Hackford\n\nRuntime 152 min"
 
 

@@ -1,4 +1,5 @@
-"""KiwixHttpBackend against a real kiwix-serve on the five ZIMs, agreement with libzim, and server failures."""
+"""KiwixHttpBackend against a real kiwix-serve on the five ZIMs, agreement with libzim, and server
+failures."""
 
 from __future__ import annotations
 
@@ -264,7 +265,8 @@ def test_link_path_outside_the_book_is_a_folio_error() -> None:
 
 def test_parse_suggestions_drops_the_pattern_entry_and_unescapes() -> None:
     answer = """[
-      {"value" : "Genius &amp; Friends", "label" : "&lt;b&gt;Genius&lt;/b&gt;", "kind" : "path", "path" : "A/Genius_&amp;_Friends"},
+      {"value" : "Genius &amp; Friends", "label" : "&lt;b&gt;Genius&lt;/b&gt;", "kind" : "path", \
+"path" : "A/Genius_&amp;_Friends"},
       {"value" : "Genius ", "label" : "containing &apos;Genius&apos;...", "kind" : "pattern"}
     ]"""
     assert parse_suggestions(answer) == [("Genius & Friends", "A/Genius_&_Friends")]

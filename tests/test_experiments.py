@@ -203,7 +203,8 @@ def test_questions_naming_a_book_outside_books_is_a_one_line_error(tmp_path, dat
 
     path = _write(
         tmp_path / "x.yaml",
-        f"questions: [{QA_DIR / 'alice_questions.jsonl'}]\nbooks: [{data_dir / 'books/txt/pg35_wells_the-time-machine.txt'}]\n",
+        f"questions: [{QA_DIR / 'alice_questions.jsonl'}]\n"
+        f"books: [{data_dir / 'books/txt/pg35_wells_the-time-machine.txt'}]\n",
     )
     with pytest.raises(
         FolioError, match=r"not under books: carroll_alice-in-wonderland_abridged-pg19033\.epub"

@@ -97,7 +97,8 @@ def _check(out: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def install(tmp_path_factory) -> Install:
-    """The wheel, built from a copy of the repo and installed into a fresh venv (tests using it: ``model``)."""
+    """The wheel, built from a copy of the repo and installed into a fresh venv (tests using it:
+    ``model``)."""
     root = tmp_path_factory.mktemp("install")
     source = root / "source"
     shutil.copytree(REPO_DIR, source, ignore=_NOT_BUILT_FROM, symlinks=True)

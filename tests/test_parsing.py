@@ -356,7 +356,8 @@ def _write_zip(path: Path, files: dict[str, str | bytes]) -> Path:
 
 def _opf(manifest_items: str, spine: str, toc_attr: str = "") -> str:
     return (
-        '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="2.0" unique-identifier="id">'
+        '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="2.0" '
+        'unique-identifier="id">'
         '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Tiny Tales</dc:title>'
         "<dc:creator>A. Writer</dc:creator><dc:language>en</dc:language>"
         '<dc:identifier id="id">tiny</dc:identifier></metadata>'
@@ -392,7 +393,8 @@ def _tiny_epub2(path: Path) -> Path:
         "OEBPS/toc.ncx": ncx,
         "OEBPS/cover.xhtml": _xhtml('<div><img src="c.png" alt=""/></div>'),
         "OEBPS/one.xhtml": _xhtml(
-            f'<h1>The First Tale</h1><p>{story}</p><p>It was<br/>late.<span epub:type="pagebreak">12</span></p>'
+            f"<h1>The First Tale</h1><p>{story}</p>"
+            f'<p>It was<br/>late.<span epub:type="pagebreak">12</span></p>'
             f'<h1 id="second">The Second Tale</h1><p>{story.replace("fox", "hare")}</p>'
         ),
     }
@@ -581,7 +583,8 @@ def test_gutenberg_split_cuts_modern_header_footer_and_credits() -> None:
         "The Project Gutenberg EBook of X\n\nTitle: Moby Dick; or The Whale\n\nAuthor: Herman Melville\n\n"
         "Language: English\n\n*** START OF THIS PROJECT GUTENBERG EBOOK MOBY DICK ***\n\n\n"
         "Produced by Daniel Lazarus and David Widger\n\n\nCHAPTER 1. Loomings.\n\nCall me Ishmael.\n\n"
-        "End of Project Gutenberg's Moby Dick\n\n*** END OF THIS PROJECT GUTENBERG EBOOK MOBY DICK ***\nlicense"
+        "End of Project Gutenberg's Moby Dick\n\n"
+        "*** END OF THIS PROJECT GUTENBERG EBOOK MOBY DICK ***\nlicense"
     )
     header, body = parsing._gutenberg_split(text)
     assert body.strip() == "CHAPTER 1. Loomings.\n\nCall me Ishmael."
@@ -621,7 +624,8 @@ def test_text_sections_take_toc_entries_in_the_body_and_drop_the_contents() -> N
     body = (
         "CONTENTS\n\n I Introduction\n II The Machine\n Epilogue\n\n\n\n I\n\n\n Introduction\n\n"
         "The Time Traveller was expounding a recondite matter to us.\n\n\n\n II\n\n\n The Machine\n\n"
-        "The thing the Time Traveller held was a glittering framework.\n\n\n\n Epilogue\n\nOne cannot choose.\n"
+        "The thing the Time Traveller held was a glittering framework.\n\n\n\n Epilogue\n\n"
+        "One cannot choose.\n"
     )
     sections = parsing._text_sections(body, "The Time Machine")
     assert [title for title, _ in sections] == [

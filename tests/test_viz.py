@@ -115,7 +115,8 @@ def test_the_dot_writer_draws_a_tiny_structure_exactly():
         '    style="rounded,filled"; fillcolor="#f5eefa"; color="#b8c0cc"; fontsize=11;\n'
         '    "question" [shape=oval, style=solid, color="#999999", fontsize=9, fontcolor="#333333", '
         'height=0.22, margin="0.04,0.01"];\n'
-        '    "words" [label=<<b>words</b><br/><font point-size="9" color="#555555">tuple[str, ...]</font>>];\n'
+        '    "words" [label=<<b>words</b><br/>'
+        '<font point-size="9" color="#555555">tuple[str, ...]</font>>];\n'
         "  }\n"
         '  "question" -> "words";\n'
         '  "words" -> "answer";\n'

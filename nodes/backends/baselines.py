@@ -65,7 +65,8 @@ def chunk_mean_vectors(
 def top_positions(
     scores: np.ndarray, k: int, mask: np.ndarray | None = None, min_score: float | None = None
 ) -> list[tuple[int, float]]:
-    """``(position, score)`` of the ``k`` best scores (ties by position), among ``mask`` and above ``min_score``."""
+    """``(position, score)`` of the ``k`` best scores (ties by position), among ``mask`` and above
+    ``min_score``."""
     keep = np.ones(len(scores), dtype=bool) if mask is None else np.asarray(mask, dtype=bool).copy()
     if min_score is not None:
         keep &= scores > min_score

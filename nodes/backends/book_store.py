@@ -20,7 +20,8 @@ from folio.nodes.types import FolioError, Hit
 
 
 class BookStore:
-    """Queries over one book directory (``book.json``, ``book.sqlite``, ``vectors.usearch``, ``vectors.npy``)."""
+    """Queries over one book directory (``book.json``, ``book.sqlite``, ``vectors.usearch``,
+    ``vectors.npy``)."""
 
     def __init__(self, directory: str | Path) -> None:
         import apsw
@@ -128,7 +129,10 @@ class BookStore:
     def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, tuple]:
         if not rowids:
             return {}
-        sql = f"SELECT rowid, chunk_id, chapter_id, start, end, text FROM chunks WHERE rowid IN ({','.join('?' * len(rowids))})"
+        sql = (
+            "SELECT rowid, chunk_id, chapter_id, start, end, text FROM chunks "
+            f"WHERE rowid IN ({','.join('?' * len(rowids))})"
+        )
         return {row[0]: row for row in self._rows(sql, list(rowids))}
 
     def chunk(self, chunk_id: str) -> Hit:

@@ -78,7 +78,8 @@ class Encoder:
 
     @property
     def window_tokens(self) -> int:
-        """Content tokens that fit one encoder window, leaving room for [CLS]/[SEP] and re-tokenisation drift."""
+        """Content tokens that fit one encoder window, leaving room for [CLS]/[SEP] and re-tokenisation
+        drift."""
         return self.max_seq_length - 2 - 6
 
     def token_offsets(self, text: str) -> list[tuple[int, int]]:

@@ -138,8 +138,8 @@ def json_instruction(schema: dict[str, Any]) -> dict[str, str]:
     """A system message asking for one JSON object that follows ``schema``."""
     return {
         "role": "system",
-        "content": "Reply with one JSON object only, no prose and no code fences, following this JSON schema: "
-        + json.dumps(schema, separators=(",", ":")),
+        "content": "Reply with one JSON object only, no prose and no code fences, "
+        "following this JSON schema: " + json.dumps(schema, separators=(",", ":")),
     }
 
 
@@ -227,7 +227,8 @@ class OpenAIChatClient:
             {"role": "assistant", "content": result.content},
             {
                 "role": "user",
-                "content": f"Your answer was invalid: {error}. Reply again with only the corrected JSON object.",
+                "content": f"Your answer was invalid: {error}. "
+                "Reply again with only the corrected JSON object.",
             },
         ]
         result = self._json_chat(repair, schema)

@@ -474,7 +474,8 @@ class PendingJobs:
             self.futures.append((source, clause, pool.submit(context.run, fn, clause)))
 
     def collect(self, timeout: float) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, str]]]:
-        """(source, clause, result) of the jobs done by ``started + timeout``; (source, clause, why) of the rest."""
+        """(source, clause, result) of the jobs done by ``started + timeout``; (source, clause, why) of the
+        rest."""
         import time
         from concurrent.futures import wait
 
