@@ -39,8 +39,11 @@ from folio.dataflows.registry import execute
 from folio.nodes import kiwix, source_fusion
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.encoder import load_encoder
+from folio.nodes.backends.kiwix_http import KiwixHttpBackend
 from folio.nodes.backends.progress import NullProgress, Progress
+from folio.nodes.backends.tools import PendingJobs, shared_pool
 from folio.nodes.backends.workers import available_cores
+from folio.nodes.backends.zim import ZimBackend
 from folio.nodes.types import FolioError, SourceResult, StagedBook
 
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
@@ -183,7 +186,6 @@ def book_bench(data_dir: Path, work: Path) -> dict[str, Any]:
 
 def fusion_overhead(delays: Sequence[float] = (0.02, 0.05, 0.1), runs: int = 20) -> dict[str, float]:
     """Wall time of fusing sources that sleep ``delays`` seconds, minus the slowest delay (ms)."""
-    from folio.nodes.backends.tools import PendingJobs, shared_pool
 
     def make(i: int, delay: float) -> Callable[[str], SourceResult]:
         def source(clause: str) -> SourceResult:
@@ -219,8 +221,6 @@ def ask_bench(data_dir: str | os.PathLike[str], library: str | Path | None = Non
         questions = [r["question"] for r in csv.DictReader(f) if r["book_file"].endswith(book.name)][:100]
     tmp = None
     if library is None:
-        from folio.dataflows.api import ingest
-
         tmp = tempfile.TemporaryDirectory(prefix="folio-ask-bench-")
         library = tmp.name
         report = ingest([book], library=library)
@@ -267,7 +267,6 @@ def evaluate_pipeline(
     ``top1`` is exact; ``top1_equivalent`` also accepts, at rank 1, an article with the gold article's
     title from another loaded archive (another edition of the same Wikipedia selection).
     """
-    from folio.nodes.backends.zim import ZimBackend
 
     cfg = kiwix_config(config, zim_paths)
     dr = kiwix_driver(cfg)
@@ -299,7 +298,6 @@ def evaluate_engine(
     questions: Sequence[Mapping[str, Any]], zim_dir: str | os.PathLike[str], strip_stop_words: bool
 ) -> dict[str, float]:
     """Top-1/top-5 of the engine's own search alone, the right ZIM given (raw or stop-word-stripped)."""
-    from folio.nodes.backends.zim import ZimBackend
 
     top1 = top5 = 0
     names = sorted({q["gold_zim"] for q in questions})
@@ -402,8 +400,6 @@ def kiwix_latency(
 ) -> dict[str, dict[str, Any]]:
     """Query latency per backend over the same ZIMs and questions: libzim, and http through a
     kiwix-serve started for the run (its row says why when it cannot run)."""
-    from folio.nodes.backends.kiwix_http import KiwixHttpBackend
-    from folio.nodes.backends.zim import ZimBackend
 
     zims = [str(p) for p in zim_paths]
     out: dict[str, dict[str, Any]] = {}

@@ -26,8 +26,10 @@ from typing import Any
 
 from folio.dataflows.api import resolve_config as _config
 from folio.dataflows.api import resolve_library as _library
+from folio.dataflows.asking import ask_driver, query_encoder, shared_resources
+from folio.dataflows.kiwix_query import kiwix_backend, kiwix_config, kiwix_driver, run_kiwix_driver
 from folio.dataflows.library import Library
-from folio.dataflows.registry import driver_for, search_driver
+from folio.dataflows.registry import driver_for, search_driver, settings_inputs
 from folio.nodes import evaluation
 from folio.nodes.backends.book_store import BookStore
 from folio.nodes.backends.tools import Session
@@ -94,15 +96,12 @@ class _Kiwix:
     def open(self) -> Any:
         """The run's backend (the config's variant), opened on first use."""
         if self.driver is None:
-            from folio.dataflows.kiwix_query import kiwix_backend, kiwix_config, kiwix_driver
-
             self.cfg = kiwix_config(self.cfg)
             self.driver = kiwix_driver(self.cfg)
             self.backend = kiwix_backend(self.driver, self.cfg)
         return self.backend
 
     def result(self, question: str) -> Any:
-        from folio.dataflows.kiwix_query import run_kiwix_driver
 
         self.open()
         if question not in self.last:  # the searcher and the answerer ask the same question in turn
@@ -136,8 +135,6 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
     (``kiwix: none``); for a Kiwix question over no book, with the run's Kiwix backend. Neither asks
     the web (``web_sources`` is empty).
     """
-    from folio.dataflows.asking import ask_driver, query_encoder, shared_resources
-    from folio.dataflows.registry import settings_inputs
 
     stores = stores_by_file(lib)
     by_id = {s.book_id: s for s in stores.values()}

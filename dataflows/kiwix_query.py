@@ -26,7 +26,9 @@ from typing import Any
 
 from hamilton import driver
 
+from folio.dataflows.asking import query_driver
 from folio.dataflows.config import load_config
+from folio.dataflows.registry import settings_inputs
 from folio.nodes.types import FolioError, KiwixResult
 
 __all__ = ["KiwixResult", "kiwix_answer", "kiwix_backend", "kiwix_config", "kiwix_driver", "run_kiwix_driver"]
@@ -52,14 +54,12 @@ def kiwix_config(
 
 def kiwix_driver(config: Mapping[str, Any]) -> driver.Driver:
     """The Kiwix query DAG for ``config`` (``dataflows.asking.query_driver(config, "kiwix")``)."""
-    from folio.dataflows.asking import query_driver
 
     return query_driver(config, "kiwix")
 
 
 def kiwix_backend(dr: driver.Driver, config: Mapping[str, Any]) -> Any:
     """A new backend for ``config`` (built by the DAG's own ``kiwix_backend`` node); the caller closes it."""
-    from folio.dataflows.registry import settings_inputs
 
     return dr.execute(["kiwix_backend"], inputs=settings_inputs(dr, config))["kiwix_backend"]
 
@@ -74,7 +74,6 @@ def run_kiwix_driver(
     """Run a built Kiwix driver for one query with ``config``'s settings (default: the driver's own
     defaults); a given ``backend`` replaces (and is not closed by) the run, else one is opened and closed.
     ``cache_dir`` holds the LLM disambiguation cache (default: the per-user cache folder)."""
-    from folio.dataflows.registry import settings_inputs
 
     if not query.strip():
         raise FolioError("query", "empty question")
