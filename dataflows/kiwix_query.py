@@ -81,9 +81,12 @@ def run_kiwix_driver(
     opened = backend if backend is not None else kiwix_backend(dr, config or {})
     inputs = {**settings, "kiwix_query": query, **({"cache_dir": cache_dir} if cache_dir else {})}
     try:
-        return dr.execute(["kiwix_result"], inputs=inputs, overrides={"kiwix_backend": opened})[
-            "kiwix_result"
-        ]
+        out = dr.execute(
+            ["kiwix_result", "kiwix_catalog"], inputs=inputs, overrides={"kiwix_backend": opened}
+        )
+        if out["kiwix_catalog"].error is not None:  # Kiwix is the only source here: its failure is the answer
+            raise FolioError(*out["kiwix_catalog"].error)
+        return out["kiwix_result"]
     finally:
         if backend is None:
             opened.close()

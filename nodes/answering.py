@@ -339,7 +339,9 @@ def answer(
         if r.reason.startswith(("AMBIGUOUS", "LLM router failed")):
             notes.append(f"router: {r.reason}")
     if any(r.route == "NOT_BOOK" for r in routes) and any(r.source == "book" for r in source_results):
-        notes.append("no other source is configured for a question outside the books: searched the books")
+        notes.append(
+            "no other source is configured or reachable for a question outside the books: searched the books"
+        )
     for result in source_results:
         notes.extend(result.notes)
     notes.extend(fused_context.notes)

@@ -63,7 +63,7 @@ from folio.nodes.text import (
     word_spans,
     words,
 )
-from folio.nodes.types import BookSearch, Candidate, FolioError, KiwixBook
+from folio.nodes.types import BookSearch, Candidate, FolioError, KiwixBook, KiwixCatalog
 
 logger = logging.getLogger(__name__)
 
@@ -345,9 +345,18 @@ def kiwix_backend__http(kiwix_url: str | None = None, kiwix_timeout_seconds: flo
     return KiwixHttpBackend(kiwix_url, float(kiwix_timeout_seconds))
 
 
-def available_books(kiwix_backend: Any) -> tuple[KiwixBook, ...]:
-    """Every book the backend could open."""
-    return tuple(kiwix_backend.books())
+def kiwix_catalog(kiwix_backend: Any) -> KiwixCatalog:
+    """Every book the backend could open; a backend that cannot list its books (a kiwix-serve that is
+    down or is not a kiwix-serve) offers none and says why, so the other sources still answer."""
+    try:
+        return KiwixCatalog(tuple(kiwix_backend.books()))
+    except FolioError as exc:
+        return KiwixCatalog((), (exc.source, exc.reason))
+
+
+def available_books(kiwix_catalog: KiwixCatalog) -> tuple[KiwixBook, ...]:
+    """Every book the backend offers."""
+    return kiwix_catalog.books
 
 
 def search_terms(kiwix_query: str) -> str:
@@ -435,8 +444,13 @@ def kiwix_candidates(
     return _pool([*(by_book.get(b, ()) for b in selected_books), extra_with_passages])
 
 
-def kiwix_errors(kiwix_backend: Any, book_searches: tuple[BookSearch, ...]) -> tuple[tuple[str, str], ...]:
-    """(book, reason) for every book that could not be opened or searched."""
+def kiwix_errors(
+    kiwix_backend: Any, kiwix_catalog: KiwixCatalog, book_searches: tuple[BookSearch, ...]
+) -> tuple[tuple[str, str], ...]:
+    """(book or server, reason) for the catalog that could not be read and every book that could not be
+    opened or searched."""
     opened = [(name, err.reason) for name, err in getattr(kiwix_backend, "errors", {}).items()]
+    if kiwix_catalog.error is not None:
+        opened.insert(0, kiwix_catalog.error)
     searched = [(s.book, s.error) for s in book_searches if s.error]
     return tuple(opened + searched)

@@ -54,6 +54,7 @@ from folio.nodes.types import (
     FolioError,
     FusedContext,
     KiwixBook,
+    KiwixCatalog,
     KiwixResult,
     RouteDecision,
     SourceResult,
@@ -291,10 +292,14 @@ def kiwix_results__none() -> tuple[SourceResult, ...]:
 
 
 @config.when_in(kiwix=["libzim", "http"])
-def kiwix_results__kiwix(kiwix_result: KiwixResult) -> tuple[SourceResult, ...]:
+def kiwix_results__kiwix(kiwix_result: KiwixResult, kiwix_catalog: KiwixCatalog) -> tuple[SourceResult, ...]:
     """The Kiwix result as a fusion source (one citation per context section); none when nothing
-    was routed to Kiwix."""
-    return (_kiwix_source_result(kiwix_result),) if kiwix_result.query.strip() else ()
+    was routed to Kiwix, or an error (a note) when Kiwix could not list its books."""
+    if kiwix_result.query.strip():
+        return (_kiwix_source_result(kiwix_result),)
+    if kiwix_catalog.error is not None:
+        return (SourceResult("kiwix", "kiwix", "", error=": ".join(kiwix_catalog.error)),)
+    return ()
 
 
 def source_results(

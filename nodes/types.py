@@ -152,6 +152,14 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class KiwixCatalog:
+    """The books a Kiwix backend offers, or why it offers none (a kiwix-serve that cannot be reached)."""
+
+    books: tuple[KiwixBook, ...]
+    error: tuple[str, str] | None = None  # (source, reason)
+
+
+@dataclass(frozen=True)
 class KiwixBook:
     """One ZIM archive as a searchable book. ``name`` is the file name without ``.zim``."""
 

@@ -18,7 +18,7 @@ from folio.nodes.backends.tools import Session, ToolBudget
 from folio.nodes.llm import llm_client__openai
 from folio.nodes.source_fusion import kiwix_query__kiwix
 from tests.conftest import ZIMS
-from tests.servers import ScriptedLLMServer
+from tests.servers import ScriptedLLMServer, dead_url
 
 WIKI = ZIMS / "wikipedia_en_100_mini_2022-10.zim"
 OUTPUTS = {"ask": ("answer",), "kiwix": ("kiwix_result",)}
@@ -163,7 +163,8 @@ def test_libzim_without_zim_files_gives_no_kiwix_result(alice_library: Path) -> 
     answer = run_answer(cfg, alice_library, "What is a noble gas?")
     assert "kiwix" not in answer.sources_used
     assert (
-        "no other source is configured for a question outside the books: searched the books" in answer.notes
+        "no other source is configured or reachable for a question outside the books: searched the books"
+        in answer.notes
     )
 
 
@@ -175,3 +176,15 @@ def test_resources_are_made_once_per_process() -> None:
     assert all(first[name] is again[name] for name in first)
     other = shared_resources({**cfg, "zim_paths": [str(WIKI), str(WIKI)]}, query_driver(cfg, "ask"))
     assert other["kiwix_backend"] is not first["kiwix_backend"]
+
+
+@pytest.mark.parametrize("question", ["Who is the White Rabbit?", "What is a noble gas?"])
+def test_a_kiwix_serve_that_is_down_leaves_the_books_answering_with_a_note(
+    alice_library: Path, question: str
+) -> None:
+    cfg = ask_config({"llm": "none", "search_mode": "lexical", "kiwix": "http", "kiwix_url": dead_url()})
+    answer = run_answer(cfg, alice_library, question)
+    assert "kiwix" not in answer.sources_used
+    assert any(n.startswith("kiwix: ") and "cannot connect" in n for n in answer.notes), answer.notes
+    if "Rabbit" in question:
+        assert answer.sources_used == ("book",) and answer.citations
