@@ -32,7 +32,7 @@ from typing import Any
 from hamilton.function_modifiers import config
 
 from folio.nodes.text import is_definitional
-from folio.nodes.types import Candidate, FolioError, KiwixBook
+from folio.nodes.types import Candidate, FolioError, KiwixBook, KiwixCatalog
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def disambiguation_candidates__openai(
     kiwix_backend: Any,
     llm_client: Any,
     disambiguation_cache: Any,
-    available_books: tuple[KiwixBook, ...],
+    kiwix_catalog: KiwixCatalog,
     selected_books: tuple[str, ...],
     search_terms: str,
     kiwix_query: str,
@@ -202,7 +202,7 @@ def disambiguation_candidates__openai(
     disambiguation_cache_ttl: float | int = 3600,
 ) -> tuple[Candidate, ...]:
     """LLM phrases searched in the primary book when all four conditions hold; the index rule on failure."""
-    primary = _book_by_name(available_books, selected_books[0]) if selected_books else None
+    primary = _book_by_name(kiwix_catalog.books, selected_books[0]) if selected_books else None
     if not disambiguation or not _llm_applies(kiwix_query, primary, search_terms):
         return ()
     assert primary is not None

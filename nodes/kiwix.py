@@ -354,24 +354,19 @@ def kiwix_catalog(kiwix_backend: Any) -> KiwixCatalog:
         return KiwixCatalog((), (exc.source, exc.reason))
 
 
-def available_books(kiwix_catalog: KiwixCatalog) -> tuple[KiwixBook, ...]:
-    """Every book the backend offers."""
-    return kiwix_catalog.books
-
-
 def search_terms(kiwix_query: str) -> str:
     """The cleaned search terms of the question, space-separated ("beatles stop touring")."""
     return " ".join(_clean_terms(kiwix_query))
 
 
-def searched_books(available_books: tuple[KiwixBook, ...]) -> tuple[KiwixBook, ...]:
+def searched_books(kiwix_catalog: KiwixCatalog) -> tuple[KiwixBook, ...]:
     """The books searched: every available book except older editions of a book also available."""
-    return _newest_editions(available_books)[0]
+    return _newest_editions(kiwix_catalog.books)[0]
 
 
-def superseded_books(available_books: tuple[KiwixBook, ...]) -> tuple[tuple[str, str], ...]:
+def superseded_books(kiwix_catalog: KiwixCatalog) -> tuple[tuple[str, str], ...]:
     """(older edition, newer edition) for every book left out of the search as superseded."""
-    return _newest_editions(available_books)[1]
+    return _newest_editions(kiwix_catalog.books)[1]
 
 
 def book_searches(

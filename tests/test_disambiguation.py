@@ -22,7 +22,7 @@ from folio.nodes.disambiguation import (
     disambiguation_candidates__none,
     disambiguation_candidates__openai,
 )
-from folio.nodes.types import KiwixBook
+from folio.nodes.types import KiwixBook, KiwixCatalog
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer
 
@@ -62,7 +62,7 @@ def disambiguate(
     llm = OpenAIChatClient(server.url, "scripted-model", "NO_SUCH_KEY_ENV", timeout, 0)
     try:
         return disambiguation_candidates__openai(
-            backend, llm, store, BOOKS, selected, terms, query, True, ttl
+            backend, llm, store, KiwixCatalog(BOOKS), selected, terms, query, True, ttl
         )
     finally:
         llm.close()
