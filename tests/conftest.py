@@ -9,6 +9,8 @@ runs everything.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,3 +163,15 @@ def alice_copy(alice_library, tmp_path) -> Path:
     target = tmp_path / "library"
     shutil.copytree(alice_library, target)
     return target
+
+
+def run_folio(*args: str) -> subprocess.CompletedProcess:
+    """``folio ARGS`` in a fresh interpreter (the repo on the path), output captured as text."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    return subprocess.run(
+        [sys.executable, "-m", "folio.dataflows.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )

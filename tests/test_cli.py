@@ -1,28 +1,16 @@
 """The `folio` command line: cache and concepts commands, one-line errors, --version."""
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO_DIR
-
-
-def _folio(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
-    return subprocess.run(
-        [sys.executable, "-m", "folio.dataflows.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+from tests.conftest import run_folio
 
 
 def test_concepts_json_lists_matches_with_chapter_titles(alice_library):
-    out = _folio("concepts", "White Rabbit", "--library", str(alice_library), "--json", "-k", "5")
+    out = run_folio("concepts", "White Rabbit", "--library", str(alice_library), "--json", "-k", "5")
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     entity = next(r for r in rows if r["kind"] == "entity" and r["label"] == "White Rabbit")
@@ -30,15 +18,15 @@ def test_concepts_json_lists_matches_with_chapter_titles(alice_library):
 
 
 def test_cache_info_then_clear(alice_copy):
-    info = json.loads(_folio("cache", "info", "--library", str(alice_copy), "--json").stdout)
+    info = json.loads(run_folio("cache", "info", "--library", str(alice_copy), "--json").stdout)
     assert info["node_results"] > 0 and info["window_embeddings"] > 0
-    assert _folio("cache", "clear", "--library", str(alice_copy)).returncode == 0
-    info = json.loads(_folio("cache", "info", "--library", str(alice_copy), "--json").stdout)
+    assert run_folio("cache", "clear", "--library", str(alice_copy)).returncode == 0
+    info = json.loads(run_folio("cache", "info", "--library", str(alice_copy), "--json").stdout)
     assert info["node_results"] == 0 and info["window_embeddings"] == 0
 
 
 def test_search_on_an_empty_library_is_one_line(tmp_path):
-    out = _folio("search", "whale", "--library", str(tmp_path / "empty"))
+    out = run_folio("search", "whale", "--library", str(tmp_path / "empty"))
     assert out.returncode == 1
     assert out.stderr.strip().count("\n") == 0 and "no books yet" in out.stderr
 
@@ -46,7 +34,7 @@ def test_search_on_an_empty_library_is_one_line(tmp_path):
 def test_ingesting_a_folder_without_books_says_so(tmp_path):
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "picture.png").write_bytes(b"\x89PNG")
-    out = _folio("ingest", str(tmp_path / "notes"), "--library", str(tmp_path / "lib"))
+    out = run_folio("ingest", str(tmp_path / "notes"), "--library", str(tmp_path / "lib"))
     assert out.returncode == 1
     assert "no book files" in out.stderr and str(tmp_path / "notes") in out.stderr
 

@@ -16,7 +16,7 @@ from folio.dataflows.api import ingest
 from folio.dataflows.library import Library
 from folio.nodes import vectors
 from folio.nodes.types import FolioError
-from tests.conftest import ALICE_EPUB, BOOKS, REPO_DIR
+from tests.conftest import ALICE_EPUB, BOOKS, REPO_DIR, run_folio
 
 
 def _snapshot(path: Path) -> dict[str, str]:
@@ -126,17 +126,6 @@ def test_killed_ingest_leaves_the_library_intact(alice_copy, tmp_path):
     assert _snapshot(alice_copy) == before
 
 
-def _run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
-    return subprocess.run(
-        [sys.executable, "-m", "folio.dataflows.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-
-
 def test_bad_files_fail_alone_with_one_line_each(alice_copy, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
@@ -145,7 +134,7 @@ def test_bad_files_fail_alone_with_one_line_each(alice_copy, tmp_path):
     truncated = tmp_path / "truncated.epub"
     truncated.write_bytes(ALICE_EPUB.read_bytes()[:5000])
     missing = tmp_path / "nope.epub"
-    result = _run_cli(
+    result = run_folio(
         "ingest",
         str(empty),
         str(binary),
@@ -166,7 +155,7 @@ def test_bad_files_fail_alone_with_one_line_each(alice_copy, tmp_path):
 
 
 def test_books_json_lists_id_title_author_chapters_chunks(alice_library):
-    result = _run_cli("books", "--library", str(alice_library), "--json")
+    result = run_folio("books", "--library", str(alice_library), "--json")
     assert result.returncode == 0
     (row,) = json.loads(result.stdout)
     assert row["title"].startswith("Alice")
