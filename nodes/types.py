@@ -185,14 +185,29 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class ArticleSection:
+    """One section of an article: its heading path and its prose (``nodes/backends/html_text.py``).
+
+    ``title`` is "" for the lead and "Heading › Subheading" below; ``paragraphs`` are prose only (no
+    infobox, navbox, link list, reference, hatnote or caption); ``tables`` hold each data table of the
+    section as lines, one row a line, cells joined by " | " (header row first).
+    """
+
+    title: str
+    paragraphs: tuple[str, ...]
+    tables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Article:
-    """A whole article read from a Kiwix book, as clean text."""
+    """A whole article read from a Kiwix book, as clean text, and its prose by section."""
 
     book: str
     path: str
     title: str
     text: str
     url: str
+    sections: tuple[ArticleSection, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -522,13 +537,15 @@ class BookSearch:
 
 @dataclass(frozen=True)
 class ContextSection:
-    """One source's part of the context."""
+    """One source's part of the context: the passage of its best article that answers the question."""
 
     source: str  # book name (or any source label)
     title: str
     url: str
     score: float
-    text: str
+    text: str  # the passage (a few sentences of one paragraph, or a table's header and best rows)
+    path: str = ""  # the article's path in its book
+    section: str = ""  # the article section the passage comes from ("" = the lead)
 
 
 @dataclass(frozen=True)
@@ -639,6 +656,7 @@ class Citation:
     path: str = ""
     title: str = ""
     url: str = ""
+    section: str = ""  # Kiwix: the article section of the passage ("" = the lead)
 
     def as_dict(self) -> dict[str, object]:
         if self.kind == "book":
@@ -651,7 +669,7 @@ class Citation:
                 "end": self.end,
             }
         if self.kind == "kiwix":
-            return {"zim": self.zim, "path": self.path, "title": self.title}
+            return {"zim": self.zim, "path": self.path, "title": self.title, "section": self.section, "url": self.url}
         return {"source": self.kind, "url": self.url, "title": self.title}
 
 

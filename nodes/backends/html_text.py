@@ -1,13 +1,30 @@
 """HTML to clean text for Kiwix articles, shared by the libzim and kiwix-serve backends.
 
 Both backends read the same article bytes and pass them through these functions, so titles, article
-text and excerpts are identical whichever backend found them (scoring sees the same inputs).
+text, sections and excerpts are identical whichever backend found them (scoring sees the same inputs).
+
+A page gives (``PageText``):
+
+- ``text``: the main content, one block a paragraph (tables one row a line): what the Kiwix query
+  stage searches for the question's words (``nodes/kiwix.py``), unchanged by the section rules below;
+- ``lead``: the main content's ``<p>`` paragraphs: the excerpt scoring sees;
+- ``sections``: the article as a reader reads it, ``ArticleSection(title, paragraphs, tables)`` in
+  order (the lead first, title ""; then one per heading, titled by its heading path "History › Early
+  years"). Paragraphs are prose only: infoboxes, navboxes, sidebars, message boxes, hatnotes ("For
+  other uses, see…"), thumbnails and captions, coordinates, references and reference lists, the
+  "This article is issued from Wikipedia" footer, link lists (lists whose items are mostly link text),
+  blocks of three words or fewer and whole sections titled References, Notes, See also, External links,
+  Further reading, Bibliography, Sources or Citations are left out. Data tables (``wikitable``, or a
+  table with header cells and no paragraph inside) are kept apart in ``tables``, one row a line, cells
+  joined by " | ": the Kiwix answer uses one only when it matches the question clearly better than
+  every paragraph (``nodes/kiwix_fusion.py``). Other tables are layout: their cells read as blocks.
 
 Config keys: none (``EXCERPT_CHARS`` = 300 is the excerpt length).
 
 Limitations: the main-content heuristics know MediaWiki (mwoffliner, saved Wikibooks pages) and plain
 sites (zimit scrapes); scripts, styles, navigation, forms' controls, hidden (``display:none``) elements,
-edit links and reference markers are dropped. Tables are kept, one row a line.
+edit links and reference markers are dropped everywhere. A plain site's menus and buttons of four words
+or more still read as paragraphs; ``<br>`` ends a paragraph (verse reads one line a paragraph).
 """
 
 from __future__ import annotations
@@ -19,10 +36,13 @@ from dataclasses import dataclass
 import lxml.etree
 import lxml.html
 
+from folio.nodes.types import ArticleSection
+
 EXCERPT_CHARS = 300
 
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
 _HIDDEN = re.compile(r"display\s*:\s*none", re.IGNORECASE)
 
 _DROP_TAGS = (
@@ -62,6 +82,31 @@ _BLOCKS = frozenset(
     )
 )  # fmt: skip
 _CELLS = frozenset(("td", "th"))
+_HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+MIN_PARAGRAPH_WORDS = 4  # a block of three words or fewer is a label, a menu item or residue, not prose
+LINK_LIST_SHARE = 0.7  # a list whose text is at least this share link text is a link list
+# Not prose (sections only): boxes beside the text, notes about the page, pictures, references.
+_NOT_PROSE_CLASSES = frozenset(
+    (
+        "infobox", "navbox", "vertical-navbox", "sidebar", "hatnote", "dablink", "rellink", "thumb",
+        "thumbinner", "thumbcaption", "gallery", "mw-gallery-traditional", "reflist", "references",
+        "mw-references", "refbegin", "metadata", "ambox", "mbox-small", "sistersitebox", "side-box",
+        "portal", "portalbox", "shortdescription", "geo", "geo-default", "coordinates", "noviewer",
+        "mw-authority-control", "authority-control", "navigation-not-searchable", "mw-kartographer-maplink",
+        "infobox-caption", "toc", "quotebox", "stub",
+    )
+)  # fmt: skip
+_NOT_PROSE_TAGS = frozenset(("figure", "figcaption", "caption", "img", "math"))
+_NOT_PROSE_IDS = frozenset(("coordinates", "references", "catlinks"))
+_NOT_PROSE_ROLES = frozenset(("note", "presentation"))
+_SKIPPED_SECTIONS = frozenset(
+    (
+        "references", "notes", "see also", "external links", "further reading", "bibliography", "sources",
+        "citations", "footnotes", "notes and references", "references and notes", "works cited",
+        "explanatory notes", "general references", "cited sources",
+    )
+)  # fmt: skip
+_FOOTER = re.compile(r"^This article is issued from .{0,80}licensed under", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -72,11 +117,13 @@ class PageText:
         title: the page's ``<title>``, cleaned ("" when it has none).
         text: the main content as paragraphs separated by blank lines, without a leading title heading.
         lead: the main content's prose paragraphs (``<p>``) in order, without the title.
+        sections: the article's prose by section, lead first (see the module docstring).
     """
 
     title: str
     text: str
     lead: tuple[str, ...]
+    sections: tuple[ArticleSection, ...] = ()
 
 
 def collapse_whitespace(text: str) -> str:
@@ -111,7 +158,44 @@ def page_text(content: bytes | str, title: str | None = None) -> PageText:
         for p in (collapse_whitespace(el.text_content()) for el in root.iter("p"))
         if p and not _same_title(p, strip_title, page_title)
     )
-    return PageText(title=page_title, text="\n\n".join(blocks), lead=lead)
+    _prune_not_prose(root)  # after ``text`` and ``lead``: what the search and the excerpts see stays
+    sections = article_sections(root, strip_title, page_title)
+    return PageText(title=page_title, text="\n\n".join(blocks), lead=lead, sections=sections)
+
+
+def article_sections(root: lxml.html.HtmlElement, *titles: str) -> tuple[ArticleSection, ...]:
+    """The prose of a pruned main-content element by section (see the module docstring).
+
+    Headings equal to one of ``titles`` (the page's own title) start no section.
+    """
+    sections: list[ArticleSection] = []
+    path: list[tuple[int, str]] = []  # (heading level, title) of the open headings
+    paragraphs: list[str] = []
+    tables: list[str] = []
+
+    def close() -> None:
+        title = " › ".join(t for _, t in path)
+        skipped = any(t.casefold().strip(" :") in _SKIPPED_SECTIONS for _, t in path)
+        if (paragraphs or tables) and not skipped:
+            sections.append(ArticleSection(title, tuple(dict.fromkeys(paragraphs)), tuple(tables)))
+        paragraphs.clear()
+        tables.clear()
+
+    for kind, level, text in _units(root):
+        if kind == "heading":
+            if _same_title(text, *titles):
+                continue
+            close()
+            while path and path[-1][0] >= level:
+                path.pop()
+            path.append((level, text))
+        elif kind == "table":
+            tables.append(text)
+        elif len(_WORD.findall(text)) >= MIN_PARAGRAPH_WORDS and not _same_title(text, *titles):
+            if not _FOOTER.match(text):
+                paragraphs.append(text)
+    close()
+    return tuple(sections)
 
 
 def excerpt(page: PageText, max_chars: int = EXCERPT_CHARS) -> str:
@@ -170,6 +254,91 @@ def _prune(doc: lxml.html.HtmlElement) -> None:
     for el in doomed:
         if el.getparent() is not None:
             el.drop_tree()
+
+
+def _not_prose(el: lxml.html.HtmlElement) -> bool:
+    return bool(
+        el.tag in _NOT_PROSE_TAGS
+        or _classes(el) & _NOT_PROSE_CLASSES
+        or el.get("id") in _NOT_PROSE_IDS
+        or (el.get("role") in _NOT_PROSE_ROLES and el.tag != "table")
+        or (el.get("role") == "presentation" and _classes(el) & {"mbox-small", "sistersitebox"})
+    )
+
+
+def _prune_not_prose(root: lxml.html.HtmlElement) -> None:
+    """Remove boxes, notes, pictures and references (see ``_NOT_PROSE_CLASSES``) in place."""
+    doomed = [el for el in root.iter() if isinstance(el.tag, str) and _not_prose(el)]
+    for el in doomed:
+        if el.getparent() is not None:
+            el.drop_tree()
+
+
+def _link_list(el: lxml.html.HtmlElement) -> bool:
+    """A list whose text is mostly link text (see also lists, discographies' link columns)."""
+    total = len(collapse_whitespace(el.text_content()))
+    linked = sum(len(collapse_whitespace(a.text_content())) for a in el.iter("a"))
+    return total > 0 and linked >= LINK_LIST_SHARE * total
+
+
+def _data_table(el: lxml.html.HtmlElement) -> bool:
+    """A table of data (not page layout): a ``wikitable``, or header cells and no paragraph inside."""
+    if "wikitable" in _classes(el):
+        return True
+    return next(el.iter("th"), None) is not None and next(el.iter("p", "table"), el) is el
+
+
+def _table_lines(el: lxml.html.HtmlElement) -> str:
+    """A data table as lines: one row a line, its non-empty cells joined by " | "."""
+    rows = []
+    for tr in el.iter("tr"):
+        cells = [collapse_whitespace(c.text_content()) for c in tr if c.tag in _CELLS]
+        line = " | ".join(c for c in cells if c)
+        if line:
+            rows.append(line)
+    return "\n".join(rows)
+
+
+def _units(root: lxml.html.HtmlElement) -> list[tuple[str, int, str]]:
+    """(kind, heading level, text) in reading order: "heading", "paragraph" (a block's inline text)
+    and "table" (a data table's lines); link lists are skipped."""
+    units: list[tuple[str, int, str]] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        text = collapse_whitespace("".join(run))
+        run.clear()
+        if text:
+            units.append(("paragraph", 0, text))
+
+    def walk(el: lxml.html.HtmlElement) -> None:
+        tag = el.tag if isinstance(el.tag, str) else ""
+        if tag in _HEADINGS:
+            flush()
+            units.append(("heading", int(tag[1]), collapse_whitespace(el.text_content())))
+            return
+        if tag == "table" and _data_table(el):
+            flush()
+            units.append(("table", 0, _table_lines(el)))
+            return
+        if tag in ("ul", "ol") and _link_list(el):
+            flush()
+            return
+        block = tag in _BLOCKS or tag in _CELLS or tag == "br"
+        if block:
+            flush()
+        if el.text:
+            run.append(el.text)
+        for child in el:
+            walk(child)
+            if child.tail:
+                run.append(child.tail)
+        if block:
+            flush()
+
+    walk(root)
+    flush()
+    return units
 
 
 def _main_root(doc: lxml.html.HtmlElement) -> lxml.html.HtmlElement:

@@ -214,6 +214,7 @@ class KiwixHttpBackend:
             title=title or fetched.page.title or fetched.path,
             text=fetched.page.text,
             url=self._browse_url(entry, fetched.path),
+            sections=fetched.page.sections,
         )
 
     def close(self) -> None:

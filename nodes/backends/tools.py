@@ -15,7 +15,8 @@
   concept map and first chapter summaries; lazy and cached.
 
 Every tool call (cached or not) and every LLM request spends one unit of the ``ToolBudget``; the call
-after the last unit is refused with ``BudgetExceeded``. A ``Session`` caches concept-map lookups and
+after the last unit is refused with ``BudgetExceeded``. A semantic search that cannot run (no encoder,
+a broken vector index or encoder) spends nothing. A ``Session`` caches concept-map lookups and
 search results for one conversation. ``shared_pool(size)`` is the one long-lived thread pool of a
 process for cross-source fusion.
 """
@@ -71,6 +72,14 @@ class ToolBudget:
                     "tool budget", f"{name} refused: the budget of {self.limit} tool calls is spent"
                 )
             self.calls.append(name)
+
+    def refund(self, name: str) -> None:
+        """Give back one counted call of ``name`` (a call that could not run at all costs nothing)."""
+        with self._lock:
+            for i in range(len(self.calls) - 1, -1, -1):
+                if self.calls[i] == name:
+                    del self.calls[i]
+                    return
 
     def on_llm_call(self, payload: dict[str, Any]) -> None:
         """``OpenAIChatClient(on_call=...)`` hook: every LLM request is a tool call."""
@@ -315,10 +324,11 @@ class BookTools:
     def semantic_search(
         self, query: str, scope: Collection[str] | None = None, k: int | None = None
     ) -> tuple[Hit, ...]:
-        """``semantic_search``: chunks by cosine similarity; ``SemanticUnavailable`` when it cannot run."""
-        self.budget.spend("semantic_search")
+        """``semantic_search``: chunks by cosine similarity; ``SemanticUnavailable`` when it cannot run
+        (no encoder, or the index or encoder failed): such a call spends no tool budget."""
         if self.semantic_error is not None:
             raise SemanticUnavailable("semantic search", self.semantic_error)
+        self.budget.spend("semantic_search")
         k = int(k or self.k)
         key = ("semantic", self._books(), query, tuple(sorted(scope)) if scope else None, k)
 
@@ -332,6 +342,7 @@ class BookTools:
         except FolioError:
             raise
         except Exception as exc:  # a broken index or encoder degrades to lexical-only
+            self.budget.refund("semantic_search")
             self.semantic_error = f"{type(exc).__name__}: {exc}"
             raise SemanticUnavailable("semantic search", self.semantic_error) from None
         self._remember(hits)

@@ -211,6 +211,7 @@ class ZimBackend:
             title=clean_title(entry.title) or page.title or entry.path,
             text=page.text,
             url=f"zim://{book}/{entry.path}",
+            sections=page.sections,
         )
 
     def close(self) -> None:
