@@ -14,7 +14,8 @@ def _citation_line(n: int, c: Citation) -> str:
     if c.kind == "book":
         return f"[{n}] {c.chapter_title or c.chapter_id} — {c.book_id} {c.chunk_id} (chars {c.start}–{c.end})"
     if c.kind == "kiwix":
-        return f"[{n}] {c.title} — zim {c.zim}, {c.path}"
+        where = f"{c.title} › {c.section}" if c.section else c.title
+        return f"[{n}] {where} — {c.url or f'zim://{c.zim}/{c.path}'}"
     return f"[{n}] {c.title} — {c.url}"
 
 
@@ -33,7 +34,8 @@ def format_answer(result: Answer) -> str:
 
 
 def format_kiwix_result(result: KiwixResult, max_candidates: int = 10, excerpt_chars: int = 160) -> str:
-    """The result for a person: books, ranked candidates with each signal's points, then the context."""
+    """The result for a person: books, ranked candidates with each signal's points, then the answer
+    (each book's passage: article, section, URL) and its text."""
     lines = [f"query:         {result.query}", f"search terms:  {result.search_terms or '(none)'}"]
     lines.append("books searched: " + (", ".join(result.searched_books) or "(none)"))
     for old, new in result.superseded_books:
@@ -53,8 +55,10 @@ def format_kiwix_result(result: KiwixResult, max_candidates: int = 10, excerpt_c
     if result.errors:
         lines.append("\nerrors:")
         lines.extend(f"  {src}: {reason}" for src, reason in result.errors)
-    sources = "; ".join(f"[{s.source}] {s.title} ({s.score:g})" for s in result.context.sections)
-    lines.append(f"\ncontext: {sources or '(none)'}")
+    lines.append("\nanswer:" if result.context.sections else "\nanswer: (none)")
+    for s in result.context.sections:
+        where = f"{s.title} › {s.section}" if s.section else s.title
+        lines.append(f"  [{s.source}] {where} ({s.score:g}) — {s.url}")
     lines.append(result.context.text or "(no context)")
     return "\n".join(lines)
 

@@ -1,20 +1,36 @@
-"""Multi-book Kiwix fusion: the Kiwix context built from the selected books' best articles, and the
-Kiwix stage's one result.
+"""Multi-book Kiwix fusion and passage answers: the Kiwix context built from the passages of the selected
+books' best articles that answer the question, and the Kiwix stage's one result.
+
+Passage (``_article_passage``): the best article's paragraphs, every section of it
+(``Article.sections``: prose without infoboxes, navboxes, link lists, references, hatnotes or captions,
+see ``nodes/backends/html_text.py``), are ranked against the question with the reader
+(``nodes/reading.py``: ``relevance``, by the question's words first, then the best ``PARAGRAPH_POOL``
+again with the encoder when the graph has one; each paragraph and sentence is judged under its
+article's title and section, which it is about even when it does not repeat them); the best paragraph
+is split into sentences (``nodes/text.py``) and ``reading.passage`` picks the answer: the best sentence
+with the neighbours it needs, at most ``answer_max_words`` words. A "what is X" question about the
+article's own subject (the question's words are the title's) is answered from the lead's opening
+sentence, the definition. A data table answers instead only when it matches the question at least
+``TABLE_MARGIN`` better than every paragraph: its header row and its best rows. Each passage keeps its
+article's URL (``zim://BOOK/PATH``, or the kiwix-serve URL) and the section it comes from ("" for the
+lead). An article without sections (a page with no prose) answers from its text's blocks.
 
 Multi-book fusion (``kiwix_context``): when more than one book was selected, each book's own best
 scored result competes; books whose best score is at least ``multibook_threshold`` of the overall top
-score survive. Several survivors: each one's full article is fetched, cut to
-``fusion_max_chars_per_source`` characters (at a word boundary) and wrapped in a ``[BOOKNAME]`` header,
-highest score first. One survivor, one selected book, or only one fetch that succeeds: that section
+score survive. Several survivors: each one's passage (cut to ``fusion_max_chars_per_source``
+characters at a word boundary, a safety net) under a ``[BOOK — TITLE]`` header, highest score first:
+one level of headers. One survivor, one selected book, or only one fetch that succeeds: that passage
 alone, without a header. A failed fetch becomes an error for that book; the others still answer.
 
 ``kiwix_result`` gathers what the query produced (search terms, searched and superseded books, the
 selection, the scored candidates, the context and every error): the output of the Kiwix DAG
-(``folio kiwix``) and, in the ask graph, the input of the Kiwix source (``nodes/source_fusion.py``).
+(``folio kiwix``, words only: no model is loaded there) and, in the ask graph (which passes its
+``encoder``, or None), the input of the Kiwix source (``nodes/source_fusion.py``).
 
-Config keys: ``multibook_threshold``, ``fusion_max_chars_per_source``.
-Limitations: a book contributes one article; a top score of zero or less keeps only the top book.
-``truncate`` is public: cross-source fusion cuts its sections the same way.
+Config keys: ``multibook_threshold``, ``fusion_max_chars_per_source``, ``answer_max_words``.
+Limitations: a book contributes one article and one passage (from one paragraph or one table); a
+top score of zero or less keeps only the top book. ``truncate`` is public: cross-source fusion cuts
+its sections the same way.
 """
 
 from __future__ import annotations
@@ -22,8 +38,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from folio.nodes.text import truncate
+from folio.nodes import reading
+from folio.nodes.text import is_definitional, sentences, stems, truncate
 from folio.nodes.types import (
+    Article,
+    ArticleSection,
     ContextSection,
     FolioError,
     KiwixBook,
@@ -31,6 +50,9 @@ from folio.nodes.types import (
     KiwixResult,
     ScoredCandidate,
 )
+
+PARAGRAPH_POOL = 8  # paragraphs ranked by words first; these best ones again with the encoder
+TABLE_MARGIN = 0.2  # a table answers only when its relevance beats every paragraph's by this much
 
 # --- pure helpers ----------------------------------------------------------------------------------
 
@@ -53,15 +75,119 @@ def _survivors(best: Sequence[ScoredCandidate], threshold: float) -> tuple[Score
     return tuple(s for s in best if s.score >= threshold * top)
 
 
+def _header(section: ContextSection) -> str:
+    return f"[{section.source} — {section.title}]" if section.title else f"[{section.source}]"
+
+
 def _fuse(sections: Sequence[ContextSection]) -> str:
-    """One section: its text alone. Several: each under a ``[SOURCE]`` header, in the given order."""
+    """One section: its text alone. Several: each under one ``[BOOK — TITLE]`` header, in the given order."""
     if len(sections) == 1:
         return sections[0].text
-    return "\n\n".join(f"[{s.source}]\n{s.text}" for s in sections)
+    return "\n\n".join(f"{_header(s)}\n{s.text}" for s in sections)
+
+
+def _article_sections(article: Article) -> tuple[ArticleSection, ...]:
+    """The article's sections; an article without any gives one untitled section of its text's blocks."""
+    if article.sections:
+        return article.sections
+    blocks = tuple(b.strip() for b in article.text.split("\n\n") if b.strip())
+    return (ArticleSection("", blocks),) if blocks else ()
+
+
+def _best(scores: Sequence[float]) -> int:
+    """The index of the highest score, the earliest on ties."""
+    return max(range(len(scores)), key=lambda i: (scores[i], -i))
+
+
+def _in_context(article: str, section: str, text: str) -> str:
+    """A text as the reader judges it: under its article's title and section, which it is about even
+    when it does not repeat them ("He died at his home" in "Ray Charles › Death")."""
+    return f"{article} › {section}\n{text}" if section else f"{article}\n{text}"
+
+
+def _ranked_paragraphs(
+    question: str, article: str, units: Sequence[tuple[str, str]], encoder: Any
+) -> tuple[int, float]:
+    """(index, relevance) of the paragraph that best answers ``question``; ``units`` are (section,
+    paragraph), each judged under its article title and section. Words rank them all; with an encoder
+    the ``PARAGRAPH_POOL`` best are ranked again by the reader with meaning."""
+    texts = [_in_context(article, title, text) for title, text in units]
+    scores = reading.relevance(question, texts)
+    if encoder is None or len(texts) <= 1:
+        best = _best(scores)
+        return best, scores[best]
+    pool = sorted(range(len(texts)), key=lambda i: (-scores[i], i))[:PARAGRAPH_POOL]
+    pool.sort()
+    again = reading.relevance(question, [texts[i] for i in pool], encoder)
+    best = _best(again)
+    return pool[best], again[best]
+
+
+def _defines_article(question: str, title: str) -> bool:
+    """A "what is X" question whose X is the article's subject: the question's words are the title's
+    ("What is a noble gas?" of "Noble gas", not "What are the raccoon's most distinctive features?" of
+    "Raccoon"). An encyclopedia article defines its subject first."""
+    words = stems(title)
+    return bool(words) and is_definitional(question) and words == stems(question)
+
+
+def _sentence_passage(
+    question: str, paragraph: str, encoder: Any, max_words: int, context: str = "", opening: bool = False
+) -> str:
+    """The reader's passage of one paragraph: its best sentence (judged under ``context``, the article
+    and section) and the neighbours it needs; with ``opening``, the first sentence is the best one."""
+    spans = sentences(paragraph)
+    texts = [paragraph[s:e] for s, e in spans] or [paragraph]
+    if opening:
+        scores: Sequence[float] = [1.0] + [0.0] * (len(texts) - 1)
+    else:
+        scores = reading.relevance(question, [f"{context}\n{t}" if context else t for t in texts], encoder)
+    return " ".join(texts[i] for i in reading.passage(texts, scores, max_words))
+
+
+def _table_passage(question: str, table: str, max_words: int) -> str:
+    """A table's header row and the rows the reader picks (by words), one row a line."""
+    rows = table.split("\n")
+    if len(rows) <= 1:
+        return table
+    header, body = rows[0], rows[1:]
+    budget = max(1, max_words - len(header.split()))
+    picked = reading.passage(body, reading.relevance(question, body), budget)
+    return "\n".join([header, *(body[i] for i in picked)])
+
+
+def _article_passage(question: str, article: Article, encoder: Any, max_words: int) -> tuple[str, str]:
+    """(section title, passage) of ``article`` that answers ``question`` (see the module docstring);
+    ("", "") for an article without text."""
+    sections = _article_sections(article)
+    units = [(s.title, p) for s in sections for p in s.paragraphs]
+    tables = [(s.title, t) for s in sections for t in s.tables]
+    best_score = -1.0
+    answer = ("", "")
+    if units and _defines_article(question, article.title) and not sections[0].title:
+        title, paragraph = units[0]
+        return title, _sentence_passage(question, paragraph, encoder, max_words, opening=True)
+    if units:
+        index, best_score = _ranked_paragraphs(question, article.title, units, encoder)
+        title, paragraph = units[index]
+        context = _in_context(article.title, title, "").strip()
+        answer = (title, _sentence_passage(question, paragraph, encoder, max_words, context))
+    if tables:
+        table_scores = reading.relevance(question, [_in_context(article.title, t, x) for t, x in tables])
+        top = _best(table_scores)
+        if table_scores[top] >= best_score + TABLE_MARGIN:
+            title, table = tables[top]
+            answer = (title, _table_passage(question, table, max_words))
+    return answer
 
 
 def _fetch_sections(
-    backend: Any, chosen: Sequence[ScoredCandidate], max_chars: int
+    backend: Any,
+    chosen: Sequence[ScoredCandidate],
+    question: str,
+    encoder: Any,
+    max_chars: int,
+    max_words: int,
 ) -> tuple[list[ContextSection], list[tuple[str, str]]]:
     sections: list[ContextSection] = []
     errors: list[tuple[str, str]] = []
@@ -72,8 +198,14 @@ def _fetch_sections(
         except FolioError as exc:
             errors.append((cand.book, exc.reason))
             continue
+        section, passage = _article_passage(question, art, encoder, max_words)
+        if not passage:
+            errors.append((cand.book, f"{art.title}: the article has no text"))
+            continue
         sections.append(
-            ContextSection(cand.book, art.title, art.url, sc.score, truncate(art.text, max_chars))
+            ContextSection(
+                cand.book, art.title, art.url, sc.score, truncate(passage, max_chars), art.path, section
+            )
         )
     return sections, errors
 
@@ -85,14 +217,25 @@ def kiwix_context(
     scored_candidates: tuple[ScoredCandidate, ...],
     selected_books: tuple[str, ...],
     kiwix_backend: Any,
+    kiwix_query: str,
+    encoder: Any = None,
     multibook_threshold: float | int = 0.5,
     fusion_max_chars_per_source: int = 1500,
+    answer_max_words: int = 60,
 ) -> KiwixContext:
-    """The context from the selected books' best articles (multi-book fusion when several books)."""
+    """The passages of the selected books' best articles that answer the question (one level of
+    headers when several books survive multi-book fusion)."""
     in_selection = [s for s in scored_candidates if s.candidate.book in selected_books]
     best = _best_per_source(in_selection)
     chosen = _survivors(best, float(multibook_threshold)) if len(selected_books) > 1 else best[:1]
-    sections, errors = _fetch_sections(kiwix_backend, chosen, int(fusion_max_chars_per_source))
+    sections, errors = _fetch_sections(
+        kiwix_backend,
+        chosen,
+        kiwix_query,
+        encoder,
+        int(fusion_max_chars_per_source),
+        int(answer_max_words),
+    )
     return KiwixContext(_fuse(sections) if sections else "", tuple(sections), tuple(errors))
 
 

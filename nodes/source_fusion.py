@@ -20,13 +20,20 @@ Jobs: web and news run concurrently in the shared fusion pool (contextvars copie
 abandoned (it keeps running) and a fast result survives. The Kiwix nodes are bounded by the backend's
 own timeouts (``kiwix_timeout_seconds`` for a kiwix-serve), not by the fusion timeout.
 
-Fusion (``fused_context``): only successful, non-empty results are kept (``LOOKS_EMPTY`` phrases count
-as empty). Zero left → ``NO_RESULTS``; one → its text as is; several → de-duplicated (a result goes
-when at least ``DUPLICATE_SHARE`` of its sentences already appear in substance in a result with more
-sentences, whatever the completion order), each cut to ``fusion_max_chars_per_source`` and joined with
-``[SOURCE — LABEL]`` headers and ``---`` separators. Clauses routed to the same source merge into one
-section: one header, one separator chosen once for the group ("\n" when every blob is one line, else a
-blank line), items (lines) repeated across blobs kept once, citation markers renumbered.
+Fusion (``fused_context``): only successful, non-empty results are kept. Empty is judged on the whole
+result: blank, or nothing but a "no results" message (a ``LOOKS_EMPTY`` phrase, alone or followed by
+"for …"/"matching …", in one short line); "No resultant force acts on a body at rest." is a result. A
+book refusal ("I could not find support for this in the books.", ``REFUSALS``) is not an answer either,
+but when another source answers it survives as a note ("book: "CLAUSE": I could not find support …").
+Zero left → ``NO_RESULTS``; one → its text as is; several → de-duplicated (a result goes when at least
+``DUPLICATE_SHARE`` of its sentences already appear in substance in a result with more sentences,
+whatever the completion order), each cut to ``fusion_max_chars_per_source`` and joined with
+``[SOURCE — LABEL]`` headers and ``---`` separators. Different clauses routed to the same source merge
+into one section: one header, one separator chosen once for the group ("\n" when every blob is one
+line, else a blank line), items (lines) repeated across blobs kept once, citation markers renumbered.
+Several results of one source for one clause stay separate sections: the Kiwix source gives one result
+per book that answers (its passage, labelled "TITLE › SECTION", cited with the article's URL and
+section), so a multi-book Kiwix answer has one level of headers and each book is cut on its own.
 
 Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is then false and
 ``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
@@ -74,8 +81,10 @@ LOOKS_EMPTY = (
     "not found",
     "no articles found",
     "(no context)",
-    "i could not find support",
 )
+REFUSALS = ("i could not find support for this in the books",)  # the books' "could not find" (answering.py)
+_EMPTY_TAIL = _re.compile(r"^(?:(?:for|matching)\b.*)?$")
+_EMPTY_MAX_WORDS = 12  # a "no results" message is one short line
 DUPLICATE_SHARE = 0.6
 SAME_SENTENCE = 0.8  # Jaccard of content stems at which two sentences say the same thing
 _MARKER = _re.compile(r"\[(\d+)\]")
@@ -95,9 +104,29 @@ def source_names(names: Sequence[str], max_sources: int) -> tuple[str, ...]:
 
 
 def _looks_empty(text: str) -> bool:
-    """Blank, or nothing but a "no results" phrase."""
+    """Blank, or the whole text is a "no results" message: a ``LOOKS_EMPTY`` phrase alone or followed
+    by "for …" / "matching …", on one short line ("No resultant force acts on a body." is a result)."""
     core = " ".join(text.lower().split()).strip(" .!:")
-    return not core or any(core.startswith(p.strip(" .")) for p in LOOKS_EMPTY)
+    if not core:
+        return True
+    if "\n" in text.strip() or len(core.split()) > _EMPTY_MAX_WORDS:
+        return False
+    for phrase in LOOKS_EMPTY:
+        p = phrase.strip(" .")
+        if core == p or (core.startswith(p + " ") and _EMPTY_TAIL.match(core[len(p) + 1 :])):
+            return True
+    return False
+
+
+def _is_refusal(text: str) -> bool:
+    """The books' "I could not find support for this in the books." (its first line), whatever follows."""
+    first = " ".join(text.strip().split("\n", 1)[0].lower().split()).strip(" .!")
+    return first in REFUSALS
+
+
+def _refusal_note(result: SourceResult) -> str:
+    first = result.text.strip().split("\n", 1)[0].strip()
+    return f'{result.source}: "{result.clause}": {first}' if result.clause else f"{result.source}: {first}"
 
 
 def _sentence_keys(text: str) -> list[frozenset[str]]:
@@ -190,29 +219,37 @@ def _fuse_results(
 ) -> tuple[str, tuple[SourceResult, ...], tuple[str, ...]]:
     """Keep successful non-empty results, merge clauses per source, de-duplicate, join."""
     notes = [f"{r.source}: {r.error}" for r in results if r.error]
-    usable = [r for r in results if not r.error and not _looks_empty(r.text)]
+    refusals = [r for r in results if not r.error and _is_refusal(r.text)]
+    usable = [r for r in results if not r.error and not _looks_empty(r.text) and r not in refusals]
     rank = {name: i for i, name in enumerate(source_order)}
     groups: dict[str, list[SourceResult]] = {}
     for r in sorted(usable, key=lambda r: (rank.get(r.source, len(rank)), r.clause, r.label, r.text)):
         groups.setdefault(r.source, []).append(r)
-    merged = [_merge_group(g) for g in groups.values()]
+    merged: list[SourceResult] = []
+    for group in groups.values():
+        one_clause = len({r.clause for r in group}) == 1
+        merged.extend(group if one_clause else [_merge_group(group)])
     kept = _dedupe(merged) if len(merged) > 1 else tuple(merged)
     notes.extend(f"{r.source}: dropped as a duplicate of another source" for r in merged if r not in kept)
+    if kept:
+        notes.extend(_refusal_note(r) for r in refusals)
     return _join(kept, max_chars), kept, tuple(notes)
 
 
-def _kiwix_source_result(result: KiwixResult) -> SourceResult:
-    """A Kiwix result as a fusion source: its context text, labelled, with one citation per section."""
-    paths = {s.candidate.url: s.candidate.path for s in result.candidates}
-    citations = tuple(
-        Citation(
-            "kiwix", zim=s.source, path=paths.get(s.url, s.url.split("/", 3)[-1]), title=s.title, url=s.url
+def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
+    """A Kiwix result as fusion sources: one per book that answers (its passage, labelled "TITLE ›
+    SECTION", cited with the article's URL and section); one empty result when no book answers."""
+    sections = result.context.sections
+    if not sections:
+        return (
+            SourceResult("kiwix", "kiwix", result.context.text or "no results found", (), None, result.query),
         )
-        for s in result.context.sections
-    )
-    label = " + ".join(dict.fromkeys(s.title for s in result.context.sections)) or "kiwix"
-    text = result.context.text or "no results found"
-    return SourceResult("kiwix", label, text, citations, None, result.query)
+    out = []
+    for s in sections:
+        citation = Citation("kiwix", zim=s.source, path=s.path, title=s.title, url=s.url, section=s.section)
+        label = f"{s.title} › {s.section}" if s.section else s.title
+        out.append(SourceResult("kiwix", label or "kiwix", s.text, (citation,), None, result.query))
+    return tuple(out)
 
 
 # --- nodes ---------------------------------------------------------------------------------------------
@@ -293,10 +330,10 @@ def kiwix_results__none() -> tuple[SourceResult, ...]:
 
 @config.when_in(kiwix=["libzim", "http"])
 def kiwix_results__kiwix(kiwix_result: KiwixResult, kiwix_catalog: KiwixCatalog) -> tuple[SourceResult, ...]:
-    """The Kiwix result as a fusion source (one citation per context section); none when nothing
-    was routed to Kiwix, or an error (a note) when Kiwix could not list its books."""
+    """The Kiwix result as fusion sources (one per book that answers, each with its citation); none
+    when nothing was routed to Kiwix, or an error (a note) when Kiwix could not list its books."""
     if kiwix_result.query.strip():
-        return (_kiwix_source_result(kiwix_result),)
+        return _kiwix_source_results(kiwix_result)
     if kiwix_catalog.error is not None:
         return (SourceResult("kiwix", "kiwix", "", error=": ".join(kiwix_catalog.error)),)
     return ()

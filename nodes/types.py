@@ -571,7 +571,8 @@ class KiwixResult:
     superseded_books: tuple[tuple[str, str], ...] = ()  # (older edition, newer edition)
 
     def as_dict(self, max_candidates: int = 10) -> dict[str, Any]:
-        """A JSON-ready view: books, the top candidates with their per-signal breakdown, the context."""
+        """A JSON-ready view: books, the top candidates with their per-signal breakdown, the context
+        (the answer) and its sources (each book's article, section, URL and passage)."""
         return {
             "query": self.query,
             "search_terms": self.search_terms,
@@ -596,7 +597,15 @@ class KiwixResult:
             ],
             "context": self.context.text,
             "sources": [
-                {"book": s.source, "title": s.title, "url": s.url, "score": s.score}
+                {
+                    "book": s.source,
+                    "path": s.path,
+                    "title": s.title,
+                    "section": s.section,
+                    "url": s.url,
+                    "score": s.score,
+                    "passage": s.text,
+                }
                 for s in self.context.sections
             ],
             "errors": [{"source": src, "reason": reason} for src, reason in self.errors],
@@ -669,7 +678,13 @@ class Citation:
                 "end": self.end,
             }
         if self.kind == "kiwix":
-            return {"zim": self.zim, "path": self.path, "title": self.title, "section": self.section, "url": self.url}
+            return {
+                "zim": self.zim,
+                "path": self.path,
+                "title": self.title,
+                "section": self.section,
+                "url": self.url,
+            }
         return {"source": self.kind, "url": self.url, "title": self.title}
 
 

@@ -153,8 +153,11 @@ def test_multi_book_context_has_book_headers_when_two_books_survive(tmp_path: Pa
         cache_dir=str(tmp_path),
     )
     assert len(result.context.sections) == 2
-    assert result.context.text.startswith(f"[{result.context.sections[0].source}]\n")
-    assert all(len(s.text) <= 400 for s in result.context.sections)
+    first, second = result.context.sections
+    assert result.context.text.startswith(f"[{first.source} — {first.title}]\n{first.text}")
+    assert f"\n\n[{second.source} — {second.title}]\n{second.text}" in result.context.text
+    assert result.context.text.count("[") == 2  # one level of headers
+    assert all(len(s.text.split()) <= 60 for s in result.context.sections)
 
 
 def test_dead_server_is_one_clear_error(tmp_path: Path) -> None:
@@ -187,7 +190,7 @@ def test_cli_prints_books_candidates_with_signals_and_context(capsys: pytest.Cap
     assert f"books searched: {WIKI}" in out
     assert f"selected books: {WIKI} (primary)" in out
     assert "Emu" in out and "stemmed_title=+15" in out and f"{WIKI} : A/Emu" in out
-    assert "\ncontext: [" in out and "Australia" in out
+    assert f"\nanswer:\n  [{WIKI}] Emu (" in out and f"— zim://{WIKI}/A/Emu\nEmu" in out
 
 
 def test_cli_names_the_superseded_edition(capsys: pytest.CaptureFixture[str]) -> None:

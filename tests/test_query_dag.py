@@ -151,7 +151,13 @@ def test_one_execute_answers_from_kiwix_and_from_the_book(alice_library: Path) -
     cfg = ask_config({"llm": "none", "search_mode": "lexical"}, zim_paths=[WIKI])
     kiwix = run_answer(cfg, alice_library, "What is a noble gas?")
     assert (kiwix.route, kiwix.sources_used) == ("NOT_BOOK", ("kiwix",))
-    assert kiwix.citations[0].as_dict() == {"zim": WIKI.stem, "path": "A/Noble_gas", "title": "Noble gas"}
+    assert kiwix.citations[0].as_dict() == {
+        "zim": WIKI.stem,
+        "path": "A/Noble_gas",
+        "title": "Noble gas",
+        "section": "",
+        "url": f"zim://{WIKI.stem}/A/Noble_gas",
+    }
     book = run_answer(cfg, alice_library, "What was written on the little bottle Alice found?")
     assert (book.route, book.sources_used) == ("BOOK", ("book",))
     assert {c.kind for c in book.citations} == {"book"} and "drink me" in book.answer.lower()

@@ -15,14 +15,24 @@ from folio.nodes.source_fusion import (
     NO_RESULTS,
     _dedupe,
     _fuse_results,
+    _is_refusal,
     _join,
+    _kiwix_source_results,
     _looks_empty,
     _merge_group,
     fused_context,
     source_names,
     source_plan,
 )
-from folio.nodes.types import Citation, FolioError, RouteDecision, SourceResult
+from folio.nodes.types import (
+    Citation,
+    ContextSection,
+    FolioError,
+    KiwixContext,
+    KiwixResult,
+    RouteDecision,
+    SourceResult,
+)
 
 ORDER = ("book", "kiwix", "web", "news")
 WHALE = "The sperm whale dives deep. It hunts giant squid in the dark. Its head holds spermaceti oil."
@@ -52,8 +62,62 @@ def test_looks_empty_phrases_are_empty(text: str) -> None:
     assert _looks_empty(text)
 
 
-def test_a_real_answer_does_not_look_empty() -> None:
-    assert not _looks_empty(NEON)
+@pytest.mark.parametrize(
+    "text",
+    [
+        NEON,
+        "No resultant force acts on a body at rest.",
+        "No results found.\nNeon is a noble gas.",
+        "Nothing found its way out of the black hole, the theory said.",
+        "Not found in nature as a free element, sodium is made by electrolysis.",
+        "No match for the champion was found in the whole kingdom that year.",
+    ],
+)
+def test_a_result_that_only_begins_like_an_empty_phrase_is_a_result(text: str) -> None:
+    assert not _looks_empty(text)
+
+
+def test_the_books_refusal_is_recognised_by_its_first_line() -> None:
+    assert _is_refusal("I could not find support for this in the books.\nSearched:\n- text_search: x")
+    assert not _is_refusal("I could not find support for the bridge, said the engineer. It fell.")
+
+
+def test_a_book_refusal_survives_as_a_note_when_another_source_answers() -> None:
+    refusal = result(
+        "book", "I could not find support for this in the books.\nSearched:\n- x", clause="who is ahab"
+    )
+    text, kept, notes = _fuse_results([refusal, result("kiwix", NEON, clause="what is neon")], ORDER, 1500)
+    assert text == NEON and [r.source for r in kept] == ["kiwix"]
+    assert notes == ('book: "who is ahab": I could not find support for this in the books.',)
+    # alone, it is no result (the answer shows the refusal itself) and no note repeats it
+    assert _fuse_results([refusal], ORDER, 1500) == (NO_RESULTS, (), ())
+
+
+def kiwix_result(*sections: ContextSection) -> KiwixResult:
+    return KiwixResult("q", "q", tuple(s.source for s in sections), (), KiwixContext("", sections), ())
+
+
+def test_each_kiwix_book_is_a_source_result_with_its_section_and_url() -> None:
+    one = ContextSection("wiki", "Neon", "zim://wiki/A/Neon", 30.0, NEON, "A/Neon", "Uses")
+    two = ContextSection("ray", "Ray Charles", "http://k/ray/A/Ray", 20.0, WHALE, "A/Ray", "")
+    results = _kiwix_source_results(kiwix_result(one, two))
+    assert [(r.label, r.text) for r in results] == [("Neon › Uses", NEON), ("Ray Charles", WHALE)]
+    assert results[0].citations == (
+        Citation("kiwix", zim="wiki", path="A/Neon", title="Neon", url="zim://wiki/A/Neon", section="Uses"),
+    )
+    assert _kiwix_source_results(kiwix_result())[0].text == "no results found"
+
+
+def test_a_multi_book_kiwix_answer_has_one_level_of_headers_and_keeps_both_books() -> None:
+    one = ContextSection("wiki", "Neon", "u1", 30.0, NEON * 3, "A/Neon", "")
+    two = ContextSection("ray", "Sperm whale", "u2", 20.0, WHALE, "A/Whale", "Diet")
+    kiwix = _kiwix_source_results(kiwix_result(one, two))
+    text, kept, _ = _fuse_results([*kiwix, result("web", "Lamps glow in many colours at night.")], ORDER, 100)
+    assert [r.label for r in kept] == ["Neon", "Sperm whale › Diet", "web"]
+    assert text.count("[") == 3 and "[wiki" not in text  # one header per book, none inside
+    assert "[KIWIX — Sperm whale › Diet]\nThe sperm whale dives deep." in text
+    alone, _, _ = _fuse_results(kiwix, ORDER, 1500)
+    assert alone.startswith("[KIWIX — Neon]\n") and "\n\n---\n\n[KIWIX — Sperm whale › Diet]\n" in alone
 
 
 def test_zero_results_give_the_no_results_line() -> None:

@@ -191,9 +191,8 @@ def article_sections(root: lxml.html.HtmlElement, *titles: str) -> tuple[Article
             path.append((level, text))
         elif kind == "table":
             tables.append(text)
-        elif len(_WORD.findall(text)) >= MIN_PARAGRAPH_WORDS and not _same_title(text, *titles):
-            if not _FOOTER.match(text):
-                paragraphs.append(text)
+        elif _prose(text) and not _same_title(text, *titles):
+            paragraphs.append(text)
     close()
     return tuple(sections)
 
@@ -254,6 +253,11 @@ def _prune(doc: lxml.html.HtmlElement) -> None:
     for el in doomed:
         if el.getparent() is not None:
             el.drop_tree()
+
+
+def _prose(text: str) -> bool:
+    """At least ``MIN_PARAGRAPH_WORDS`` words and not the page's licence footer."""
+    return len(_WORD.findall(text)) >= MIN_PARAGRAPH_WORDS and not _FOOTER.match(text)
 
 
 def _not_prose(el: lxml.html.HtmlElement) -> bool:
