@@ -8,7 +8,9 @@ see ``nodes/backends/html_text.py``), are ranked against the question with the r
 again with the encoder when the graph has one; each paragraph and sentence is judged under its
 article's title and section, which it is about even when it does not repeat them); the best paragraph
 is split into sentences (``nodes/text.py``) and ``reading.passage`` picks the answer: the best sentence
-with the neighbours it needs, at most ``answer_max_words`` words. A "what is X" question about the
+with the neighbours it needs, at most ``answer_max_words`` words. The article's opening paragraph (an
+encyclopedia article's summary) is preferred: another paragraph answers only when its relevance beats
+the opening's by more than ``OPENING_MARGIN``. A "what is X" question about the
 article's own subject (the question's words are the title's) is answered from the lead's opening
 sentence, the definition. A data table answers instead only when it matches the question at least
 ``TABLE_MARGIN`` better than every paragraph: its header row and its best rows. Each passage keeps its
@@ -52,6 +54,7 @@ from folio.nodes.types import (
 )
 
 PARAGRAPH_POOL = 8  # paragraphs ranked by words first; these best ones again with the encoder
+OPENING_MARGIN = 0.15  # the article's opening paragraph (its summary) answers unless another beats it by this
 TABLE_MARGIN = 0.2  # a table answers only when its relevance beats every paragraph's by this much
 
 # --- pure helpers ----------------------------------------------------------------------------------
@@ -115,11 +118,14 @@ def _ranked_paragraphs(
     scores = reading.relevance(question, texts)
     if encoder is None or len(texts) <= 1:
         best = _best(scores)
+        best = 0 if scores[0] >= scores[best] - OPENING_MARGIN else best
         return best, scores[best]
     pool = sorted(range(len(texts)), key=lambda i: (-scores[i], i))[:PARAGRAPH_POOL]
     pool.sort()
     again = reading.relevance(question, [texts[i] for i in pool], encoder)
     best = _best(again)
+    if pool[0] == 0 and again[0] >= again[best] - OPENING_MARGIN:
+        return 0, again[0]
     return pool[best], again[best]
 
 
