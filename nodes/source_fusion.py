@@ -223,7 +223,9 @@ def _fuse_results(
     usable = [r for r in results if not r.error and not _looks_empty(r.text) and r not in refusals]
     rank = {name: i for i, name in enumerate(source_order)}
     groups: dict[str, list[SourceResult]] = {}
-    for r in sorted(usable, key=lambda r: (rank.get(r.source, len(rank)), r.clause, r.label, r.text)):
+    # sources in order, clauses in order; one clause's several results of one source (the Kiwix books,
+    # best first) keep their order: the stable sort leaves them as they came
+    for r in sorted(usable, key=lambda r: (rank.get(r.source, len(rank)), r.clause)):
         groups.setdefault(r.source, []).append(r)
     merged: list[SourceResult] = []
     for group in groups.values():

@@ -116,6 +116,8 @@ def test_a_multi_book_kiwix_answer_has_one_level_of_headers_and_keeps_both_books
     assert [r.label for r in kept] == ["Neon", "Sperm whale › Diet", "web"]
     assert text.count("[") == 3 and "[wiki" not in text  # one header per book, none inside
     assert "[KIWIX — Sperm whale › Diet]\nThe sperm whale dives deep." in text
+    alone, kept, _ = _fuse_results(kiwix[::-1], ORDER, 1500)  # the books in the order Kiwix gives them
+    assert [r.label for r in kept] == ["Sperm whale › Diet", "Neon"]
     alone, _, _ = _fuse_results(kiwix, ORDER, 1500)
     assert alone.startswith("[KIWIX — Neon]\n") and "\n\n---\n\n[KIWIX — Sperm whale › Diet]\n" in alone
 
