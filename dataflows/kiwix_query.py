@@ -1,4 +1,6 @@
-"""The Kiwix query dataflow: question -> books -> candidates -> scores -> fused context.
+"""The Kiwix query dataflow: question -> books -> candidates -> scores -> each surviving book's passage
+(the part of its best article that answers, with its section and URL; ``nodes/kiwix_fusion.py``).
+This DAG loads no model: its passages are chosen by the question's words (the ask graph adds meaning).
 
 ``kiwix_answer`` runs the Kiwix DAG (``dataflows.asking.query_driver(config, "kiwix")``: the same
 Kiwix nodes the ask graph holds, ``nodes.llm``, ``nodes.kiwix``, ``nodes.disambiguation``,
