@@ -626,7 +626,9 @@ class RouteDecision:
 
 @dataclass(frozen=True)
 class Citation:
-    """Where a claim comes from: a book chunk (``kind`` "book") or an article (``kind`` "kiwix" / "web")."""
+    """Where a claim comes from: a book (``kind`` "book": the sentence or passage at chapter offsets
+    ``start``:``end``, read from chunk ``chunk_id``, its text in ``quote``; an agent's citation is the
+    chunk) or an article (``kind`` "kiwix" / "web")."""
 
     kind: str
     book_id: str = ""
@@ -639,6 +641,7 @@ class Citation:
     path: str = ""
     title: str = ""
     url: str = ""
+    quote: str = ""  # the cited text itself (a book answer: the sentence or passage at start:end)
 
     def as_dict(self) -> dict[str, object]:
         if self.kind == "book":
@@ -649,6 +652,7 @@ class Citation:
                 "chunk_id": self.chunk_id,
                 "start": self.start,
                 "end": self.end,
+                "quote": self.quote,
             }
         if self.kind == "kiwix":
             return {"zim": self.zim, "path": self.path, "title": self.title}

@@ -20,7 +20,13 @@ from folio.dataflows.registry import DAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("nodes", "dataflows")
-NODE_ALLOWED = ("folio.nodes.types", "folio.nodes.text", "folio.nodes.scores", "folio.nodes.backends")
+NODE_ALLOWED = (
+    "folio.nodes.types",
+    "folio.nodes.text",
+    "folio.nodes.scores",
+    "folio.nodes.reading",
+    "folio.nodes.backends",
+)
 
 # Until the merge of issue 10: violations in files other helpers are rewriting in parallel (the query
 # graph: nodes/kiwix.py, routing.py, disambiguation.py, answering.py, book_tools.py, fusion.py,
