@@ -245,6 +245,19 @@ def _kind_cue(kind: str, text: str, question_words: frozenset[str]) -> float:
     return 0.0
 
 
+def _extended(text_stems: frozenset[str]) -> frozenset[str]:
+    """The stems of a text and what they shorten to by one or two letters (four letters at least)."""
+    return text_stems | frozenset(s[:-k] for s in text_stems for k in (1, 2) if len(s) - k >= 4)
+
+
+def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) -> bool:
+    """A question stem is in a text: the same stem, or one of at least four letters that the other
+    extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide")."""
+    if term in extended:
+        return True
+    return any(len(term) - k >= 4 and term[:-k] in text_stems for k in (1, 2))
+
+
 def word_scores(question: str, texts: Sequence[str]) -> tuple[float, ...]:
     """Share of the question's content stems in each text, each stem weighted by its rarity among
     ``texts`` (a stem in every text counts least) and a stem of a name in the question counting double."""
@@ -252,14 +265,18 @@ def word_scores(question: str, texts: Sequence[str]) -> tuple[float, ...]:
     if not terms or not texts:
         return tuple(0.0 for _ in texts)
     names = frozenset(s for p in named_phrases(question) for s in stems(p))
-    text_stems = [stems(t) for t in texts]
+    found = []
+    for text in texts:
+        own = stems(text)
+        extended = _extended(own)
+        found.append(frozenset(t for t in terms if _matches(t, own, extended)))
     n = len(texts)
     weight = {
-        t: math.log(1.0 + (n + 1) / (1 + sum(t in ts for ts in text_stems))) * (2.0 if t in names else 1.0)
+        t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found))) * (2.0 if t in names else 1.0)
         for t in terms
     }
     total = sum(weight.values())
-    return tuple(sum(weight[t] for t in terms & ts) / total for ts in text_stems)
+    return tuple(sum(weight[t] for t in f) / total for f in found)
 
 
 def relevance(question: str, texts: Sequence[str], encoder: Any = None) -> tuple[float, ...]:

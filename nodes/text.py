@@ -41,7 +41,8 @@ Questions
 Sentences
     ``sentences(text)`` character spans of the sentences, whitespace trimmed: a sentence ends at
     ``.!?`` runs (closing quotes and brackets stay with it) and at a blank line (a heading is its own
-    sentence), except after one of ``ABBREVIATIONS`` as written ("Mr.", "Dr.", "St.", "Esq.", "No.",
+    sentence; a paragraph ending in ",", ";", ":" or a dash runs on: 'and said to Grethel,' + the
+    speech), except after one of ``ABBREVIATIONS`` as written ("Mr.", "Dr.", "St.", "Esq.", "No.",
     "vs."; "no." ends a sentence), after a single capital initial ("J. R. R. Tolkien"; but "U.S.A. That"
     ends: an initial followed by a capitalised function word), inside a word ("U.S.A.", "3.5"), or when
     the next part opens with a lower-case letter or inner punctuation (dialogue tags: '"Stop!" cried
@@ -103,6 +104,7 @@ _SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+[\"'”’)\]]*|$)")
 _ABBREVIATED = re.compile(r"\b([^\W\d_]+)\.$")
 _FIRST_WORD = re.compile(r"[\"'“‘(\[]*([^\W_]+)")
 _INNER_PUNCTUATION = frozenset(",;:)]—–-")
+_OPEN_ENDINGS = frozenset(",;:—–-")  # a paragraph ending so runs on into the next one
 _BLOCK = re.compile(r"(?:[^\n]|\n(?![ \t]*\n))+")  # paragraphs: text between blank lines
 _APOSTROPHE = re.compile(r"['’]")
 
@@ -249,6 +251,10 @@ def sentences(text: str) -> list[tuple[int, int]]:
             while end > start and text[end - 1].isspace():
                 end -= 1
             if end <= start:
+                continue
+            if first and spans and text[spans[-1][1] - 1] in _OPEN_ENDINGS:
+                spans[-1] = (spans[-1][0], end)  # 'and said to Grethel,' + blank line + '"Be easy..."'
+                first = False
                 continue
             if not first and spans:
                 current = text[start:end]

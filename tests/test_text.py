@@ -280,6 +280,13 @@ def test_a_question_inside_dialogue_followed_by_a_capital_ends_a_sentence():
             "THE FROG-PRINCE\n\nOne fine evening a young princess went into a wood.",
             ["THE FROG-PRINCE", "One fine evening a young princess went into a wood."],
         ),
+        (
+            'Then he went back again, and said to Grethel,\n\n"Be easy, dear little sister." And he slept.',
+            [
+                'Then he went back again, and said to Grethel,\n\n"Be easy, dear little sister."',
+                "And he slept.",
+            ],
+        ),
     ],
 )
 def test_sentences_golden_cases_from_the_books(text: str, expected: list[str]):
