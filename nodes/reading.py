@@ -37,11 +37,13 @@ from folio.nodes.text import fold, named_phrases, sentences, stems, words
 from folio.nodes.types import Hit
 
 # --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
-MEANING_WEIGHT = 0.5
-WORDS_WEIGHT = 0.4
-KIND_WEIGHT = 0.1
-RANK_PRIOR = 0.08  # subtracted per retrieval rank of the chunk a sentence comes from
-NEIGHBOUR_SHARE = 0.75  # a neighbour joins the best sentence when it scores at least this share of it
+MEANING_WEIGHT = 0.1
+WORDS_WEIGHT = 1.0
+KIND_WEIGHT = 0.05
+CONTEXT_WEIGHT = 0.1  # (book passages) the words of the sentences either side
+RANK_PRIOR = 0.05  # (book passages) subtracted per retrieval rank of the chunk a sentence comes from
+NEIGHBOUR_SHARE = 0.0  # a neighbour joins while it fits and scores at least this share of the best
+FORWARD_BIAS = 1.0  # a following neighbour counts this share of the best more (the answer often follows)
 SECOND_SHARE = 0.9  # a second passage (elsewhere) when its best sentence scores this share of the first
 PREFILTER = 12  # candidate sentences scored by meaning (the rest by words only)
 MAX_CHUNKS = 5  # evidence chunks read
@@ -340,7 +342,7 @@ def passage(texts: Sequence[str], scores: Sequence[float], max_words: int = 60) 
         options = [i for i in options if scores[i] >= NEIGHBOUR_SHARE * scores[best]]
         if not options:
             break
-        pick = max(options, key=lambda i: (scores[i], i))
+        pick = max(options, key=lambda i: (scores[i] + (FORWARD_BIAS * scores[best] if i > hi else 0.0), i))
         if pick < lo:
             if (
                 needs_previous(texts[pick])
@@ -453,6 +455,37 @@ def _chunk_of(span: tuple[int, int], hits: Sequence[Hit]) -> tuple[int, Hit] | N
     return None
 
 
+def _scores(
+    question: str, windows: Sequence[_Window], cands: Sequence[tuple[int, int, int, Hit]], encoder: Any
+) -> dict[tuple[int, int], float]:
+    """Each candidate sentence's score: its words, its neighbours' words (``CONTEXT_WEIGHT``: the
+    answer often follows or precedes the sentence that repeats the question), the question's kind,
+    minus ``RANK_PRIOR`` per retrieval rank of its chunk; the ``PREFILTER`` best by that gain their
+    meaning (cosine with the question, one batched encode)."""
+    keys = [(w, i) for w, win in enumerate(windows) for i in range(len(win.texts))]
+    texts = [windows[w].texts[i] for w, i in keys]
+    by_words = dict(zip(keys, word_scores(question, texts), strict=True))
+    kind = asked(question)
+    qwords = frozenset(words(question))
+    cheap: dict[tuple[int, int], float] = {}
+    for w, i, rank, _ in cands:
+        context = by_words.get((w, i - 1), 0.0) + by_words.get((w, i + 1), 0.0)
+        cheap[(w, i)] = (
+            WORDS_WEIGHT * by_words[(w, i)]
+            + CONTEXT_WEIGHT * context
+            + KIND_WEIGHT * _kind_cue(kind, windows[w].texts[i], qwords)
+            - RANK_PRIOR * rank
+        )
+    if encoder is not None and cheap:
+        picked = sorted(cheap, key=lambda k: (-cheap[k], k))[:PREFILTER]
+        vectors = encoder.encode(
+            [getattr(encoder, "query_prefix", "") + question, *(windows[w].texts[i] for w, i in picked)]
+        )
+        for k, v in zip(picked, vectors[1:], strict=True):
+            cheap[k] += MEANING_WEIGHT * max(0.0, float(v @ vectors[0]))
+    return cheap
+
+
 def read_book(
     question: str,
     hits: Sequence[Hit],
@@ -482,18 +515,8 @@ def read_book(
                 cands.append((w, i, found[0], found[1]))
     if not cands:
         return ()
-    texts = [windows[w].texts[i] for w, i, _, _ in cands]
-    cheap = word_scores(question, texts)
-    order = sorted(range(len(cands)), key=lambda k: (-(cheap[k] - RANK_PRIOR * cands[k][2]), k))
-    picked = order[:PREFILTER]
-    scored = relevance(question, [texts[k] for k in picked], encoder)
-    score: dict[tuple[int, int], float] = {}
-    hit_of: dict[tuple[int, int], Hit] = {}
-    for w, i, _, h in cands:
-        hit_of[(w, i)] = h
-    for k, s in zip(picked, scored, strict=True):
-        w, i, rank, _ = cands[k]
-        score[(w, i)] = max(0.0, s - RANK_PRIOR * rank)
+    score = _scores(question, windows, cands, encoder)
+    hit_of = {(w, i): h for w, i, _, h in cands}
     passages: list[Passage] = []
     taken: set[tuple[int, int]] = set()
     for (w, i), s in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):
