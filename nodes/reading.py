@@ -532,8 +532,8 @@ def read_book(
         hi = i
         while hi + 1 < len(win.texts) and (w, hi + 1) not in taken:
             hi += 1
-        local = [score.get((w, j), 0.0) for j in range(lo, hi + 1)]
-        local[i - lo] = s + 1e-9  # the best of its stretch
+        local = [max(0.0, score.get((w, j), 0.0)) for j in range(lo, hi + 1)]
+        local[i - lo] = max(0.0, s) + 1e-9  # the best of its stretch
         chosen = [lo + j for j in passage(win.texts[lo : hi + 1], local, max_words)]
         quotes = []
         for j in chosen:

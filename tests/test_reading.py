@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from folio.nodes import reading
 from folio.nodes.reading import (
     asked,
     needs_previous,
@@ -64,10 +65,22 @@ def test_a_sentence_opening_with_a_pronoun_or_connective_needs_its_predecessor(
 
 def test_passage_takes_the_predecessor_a_pronoun_needs_in_reading_order() -> None:
     texts = ["The sky was grey.", "Peter lost his jacket.", "He cried all the way home.", "It rained."]
-    assert passage(texts, [0.0, 0.1, 0.9, 0.0], max_words=60) == (1, 2)
+    assert passage(texts, [0.0, 0.1, 0.9, 0.0], max_words=11) == (1, 2)
 
 
-def test_passage_adds_the_better_neighbour_only_when_it_scores_close() -> None:
+def test_passage_adds_neighbours_the_following_first_while_they_fit() -> None:
+    texts = [
+        "Peter went out.",
+        "Peter lost his jacket in the garden.",
+        "Mr. McGregor found it.",
+        "Night fell.",
+    ]
+    assert passage(texts, [0.5, 0.9, 0.1, 0.1], max_words=11) == (1, 2)  # 7 + 4 words
+    assert passage(texts, [0.5, 0.9, 0.1, 0.1], max_words=60) == (0, 1, 2, 3)
+
+
+def test_passage_adds_a_neighbour_only_when_it_scores_close_when_so_tuned(monkeypatch) -> None:
+    monkeypatch.setattr(reading, "NEIGHBOUR_SHARE", 0.75)
     texts = [
         "Peter went out.",
         "Peter lost his jacket in the garden.",
@@ -81,7 +94,7 @@ def test_passage_adds_the_better_neighbour_only_when_it_scores_close() -> None:
 def test_passage_stays_within_max_words_but_keeps_a_long_best_sentence() -> None:
     long = " ".join(["word"] * 70) + "."
     texts = ["He was there.", long, "It was done."]
-    assert passage(texts, [0.8, 0.9, 0.8], max_words=60) == (1,)
+    assert passage(texts, [0.8, 0.9, 0.8], max_words=60) == (1,)  # the best alone is over 60 words
     assert passage([], [], 60) == ()
 
 
