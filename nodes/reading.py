@@ -4,25 +4,33 @@ The book answer (``nodes/answering.py``) and the Kiwix answer (``nodes/kiwix_fus
 
 - ``relevance(question, texts, encoder=None)``: one score per text, higher is better, in [0, 1]: by
   meaning (cosine with the question, one batched ``encode`` when an encoder is given), by the question's
-  words (light stems, each weighted by how rare it is among ``texts``; a name of the question counts
-  double) and by its kind (``asked(question)``: who / when / where / why / how / how-many / what-is):
-  a "when" question favours sentences with time words, "why" ones with "because", "so that", ...
+  words (``word_scores``: light stems, inflections matched ("drop" / "dropped"), each weighted by how
+  rare it is among ``texts``, a name of the question counting double) and by its kind (``asked``: who /
+  when / where / why / how / how-many / what-is; a "when" question favours sentences with time words,
+  "why" ones with "because", "so that", ..., "who" ones with a name the question does not hold).
 - ``passage(texts, scores, max_words)``: the indices (ascending, i.e. in reading order) of the texts —
   consecutive sentences of one source — that make the best passage: the best-scoring one, the
-  predecessors it needs to read on its own (it opens with a pronoun or connective, "He", "But",
-  "Then", "This", or lower case, or closes a quotation its predecessor opened), then the better
-  neighbour while it scores at least ``NEIGHBOUR_SHARE`` of the best; at most ``max_words`` words in all
-  (the best one alone may exceed it when it is longer).
-- ``read_book(question, hits, chapter_text, encoder, ...)``: the ranked ``Passage`` s of a book clause:
-  candidate sentences of the top evidence chunks (split over the chapter text around them, so a
-  chunk's cut-off first sentence is read whole and overlapping chunks give each sentence once), the
-  ``PREFILTER`` best by words (and retrieval rank) scored by ``relevance``, plus a prior for the
-  chunk's retrieval rank; passages do not overlap.
+  predecessors it needs to read on its own (``needs_previous``: it opens with a pronoun or connective,
+  "He", "But", "Then", "This", or in lower case, or closes a quotation it did not open), then
+  neighbours, the following one first (``FORWARD_BIAS``: the answer often follows the sentence that
+  repeats the question), while they fit and score at least ``NEIGHBOUR_SHARE`` of the best; at most
+  ``max_words`` words in all (the best one alone may exceed it when it is longer).
+- ``read_book(question, hits, chapter_text, encoder, max_words, max_passages)``: the ranked, disjoint
+  ``Passage`` s of a book clause: candidate sentences of the top ``MAX_CHUNKS`` evidence chunks, split
+  over the chapter text around them (a chunk's cut-off first sentence is read whole; overlapping chunks
+  give each sentence once, keyed by its chapter offsets), scored by words, their neighbours' words
+  (``CONTEXT_WEIGHT``), kind, minus ``RANK_PRIOR`` per retrieval rank of the chunk; the ``PREFILTER``
+  best gain their meaning (one encode). ``answer_passages`` picks what an extractive answer shows.
+
+Measured on FairytaleQA (365 questions, default config, no LLM, top-5 chunks as retrieved): the accepted
+answer inside the answer text 0.351 (was 0.279), 54 words median (was 106), first citation's sentence
+inside the gold section 0.55, no repeated sentence, 1.6% of lines open mid-sentence. Meaning adds
+little here (words alone: 0.348) but costs an encode: only the best 4 sentences are encoded.
 
 Config keys: none here (callers pass ``answer_max_words``).
-Limitations: English cues; the kind cues are word lists, not a parser; sentences beyond the best
-``PREFILTER`` by words are never encoded (a sentence that answers in other words than the question's
-can be missed when many sentences share its words).
+Limitations: English cues; the kind cues are word lists, not a parser; no pronoun resolution beyond
+taking the predecessor; sentences outside the best ``PREFILTER`` by words are never encoded, so a
+sentence that answers in other words than the question's is found only through its neighbours.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ RANK_PRIOR = 0.05  # (book passages) subtracted per retrieval rank of the chunk 
 NEIGHBOUR_SHARE = 0.0  # a neighbour joins while it fits and scores at least this share of the best
 FORWARD_BIAS = 1.0  # a following neighbour counts this share of the best more (the answer often follows)
 SECOND_SHARE = 0.9  # a second passage (elsewhere) when its best sentence scores this share of the first
-PREFILTER = 12  # candidate sentences scored by meaning (the rest by words only)
+PREFILTER = 4  # candidate sentences scored by meaning (the rest by words only)
 MAX_CHUNKS = 5  # evidence chunks read
 MARGIN = 600  # characters of chapter text read around the chunks (whole first / previous sentences)
 
