@@ -20,11 +20,15 @@ def _citation_line(n: int, c: Citation) -> str:
 
 
 def format_answer(result: Answer) -> str:
-    """The answer as plain text: answer, citations, route line, notes."""
+    """The answer as plain text: answer, citations (with the quoted text when the answer does not show it),
+    route line, notes."""
     lines = [result.answer, ""]
     if result.citations:
         lines.append("citations:")
-        lines.extend("  " + _citation_line(i, c) for i, c in enumerate(result.citations, 1))
+        for i, c in enumerate(result.citations, 1):
+            lines.append("  " + _citation_line(i, c))
+            if c.quote and c.quote not in result.answer:  # an LLM's answer: what it read there
+                lines.append(f"      “{_shorten(c.quote, 200)}”")
     lines.append(
         f"route: {result.route} · sources: {', '.join(result.sources_used) or 'none'} · "
         f"tool calls: {result.tool_calls}"

@@ -1,15 +1,21 @@
 """Grounded answers: book results from evidence (extractive, LLM or agent) and the final ``Answer``.
 
-- Extractive (``llm: none``): for each of the top ``answer_max_citations`` evidence chunks, its sentence
-  sharing most content words with the question (earliest on ties), each on its own line followed by
-  ``[n]``; citation ``n`` is that chunk (book, chapter, chunk id, chunk span).
-- LLM (``llm: openai``, ``answer_mode: pipeline``): one chat call over the numbered excerpts (and any
-  chapter summaries); the answer's ``[n]`` markers map to the excerpts, renumbered in order of first use.
-  An answer without a valid marker, or a failed call, gives the extractive answer and a note.
+- Reader (``book_passages``): each book clause's evidence read by ``nodes/reading.py`` into ranked
+  passages (at most ``answer_max_citations``): the best sentences of the top evidence chunks with the
+  neighbours they need to read on their own, in book order, each at most ``answer_max_words`` words,
+  sentences read from the chapter text (``book_stores``) so that overlapping chunks give each once.
+- Extractive (``llm: none``): the best passage, and a second one from elsewhere only when it scores
+  close to the best and both fit ``answer_max_words``; one line per passage, each sentence followed by
+  ``[n]``; citation ``n`` is that sentence (book, chapter, the chunk it was read from, the sentence's
+  chapter offsets, its text as ``quote``).
+- LLM (``llm: openai``, ``answer_mode: pipeline``): one chat call over the numbered passages (and any
+  chapter summaries); the answer's ``[n]`` markers map to the passages (citation: the passage's span
+  and text), renumbered in order of first use. An answer without a valid marker, or a failed call,
+  gives the extractive answer and a note.
 - Agent (``answer_mode: agent``): the LLM calls the book tools through OpenAI tool calling, under the
-  same budget; it cites locations as ``[BOOK_ID/CHUNK_ID]``, which must be chunks a tool returned. When
-  the budget is spent, or the answer cites nothing valid, the answer is extractive over the chunks the
-  tools returned, with a note.
+  same budget; it cites locations as ``[BOOK_ID/CHUNK_ID]``, which must be chunks a tool returned (the
+  citation is the chunk). When the budget is spent, or the answer cites nothing valid, the answer is
+  the extractive one read from the chunks the tools returned, with a note.
 - Evidence rule: no book-specific answer without retrieved evidence. Insufficient evidence (see
   ``nodes/book_tools.py``) gives "I could not find support for this in the books." and what was searched.
 
@@ -17,10 +23,13 @@ The final ``answer`` takes the fused text of all sources (``nodes/source_fusion.
 order, the route (one clause: its route; several: their common route or "MIXED"), the sources used, the
 tool calls spent and the notes.
 
-Config keys: ``answer_max_citations``, ``answer_mode`` and ``llm`` (variants); the LLM is ``llm_client``
-(``nodes/llm.py``), whose every request spends one call of the question's tool budget.
+Config keys: ``answer_max_words`` (words of a passage and of an extractive answer),
+``answer_max_citations`` (passages read: the LLM's excerpts), ``answer_mode`` and ``llm`` (variants);
+the LLM is ``llm_client`` (``nodes/llm.py``), whose every request spends one call of the question's
+tool budget; ``encoder`` (an input; None: the reader scores by words and the question's kind only).
 Limitations: citation markers of a fused answer are renumbered within the book section only (other
-sources do not use markers); the agent gets at most ``max_tool_calls`` steps.
+sources do not use markers); the agent gets at most ``max_tool_calls`` steps; the reader's limits are
+in ``nodes/reading.py``.
 """
 
 from __future__ import annotations
@@ -34,7 +43,8 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
-from folio.nodes.text import coverage, question_kind, sentences, stems
+from folio.nodes.reading import Passage, answer_passages, read_book
+from folio.nodes.text import coverage, question_kind, stems
 from folio.nodes.types import (
     NO_RESULTS,
     SEMANTIC_UNAVAILABLE,
@@ -59,35 +69,70 @@ def _citation(hit: Hit) -> Citation:
     return Citation("book", hit.book_id, hit.chapter_id, hit.chapter_title, hit.chunk_id, hit.start, hit.end)
 
 
-def _best_sentence(terms: frozenset[str], hit: Hit) -> tuple[float, str]:
-    """The sentence of the chunk sharing most content words with the question (earliest on ties), and its
-    coverage."""
-    spans = sentences(hit.text)
-    if not spans:
-        return coverage(terms, hit.text), " ".join(hit.text.split())
-    scores = [coverage(terms, hit.text[s:e]) for s, e in spans]
-    best = max(range(len(spans)), key=lambda i: (scores[i], -i))
-    s, e = spans[best]
-    return scores[best], " ".join(hit.text[s:e].split())
+def _quote_citation(q: Any) -> Citation:
+    return Citation(
+        "book", q.book_id, q.chapter_id, q.chapter_title, q.chunk_id, q.start, q.end, quote=q.text
+    )
 
 
-def _extractive(question: str, hits: Sequence[Hit], max_citations: int) -> tuple[str, tuple[Citation, ...]]:
-    """The best supporting sentence of each top chunk, best-covering sentence first, each with its marker.
+def _passage_citation(p: Passage) -> Citation:
+    """One citation for a whole passage (an LLM excerpt): its span, the chunk of its best sentence."""
+    first, last = p.quotes[0], p.quotes[-1]
+    best = max(p.quotes, key=lambda q: q.score)
+    return Citation(
+        "book",
+        first.book_id,
+        first.chapter_id,
+        first.chapter_title,
+        best.chunk_id,
+        first.start,
+        last.end,
+        quote=p.text,
+    )
 
-    Lines are ordered by how much of the question their sentence covers (retrieval rank breaks ties),
-    so the most direct support is read first; the cited chunks are the top retrieved ones either way.
-    """
-    terms = stems(question)
-    picked = [
-        (_best_sentence(terms, hit), rank, hit) for rank, hit in enumerate(hits[: max(1, int(max_citations))])
-    ]
-    picked.sort(key=lambda item: (-item[0][0], item[1]))
+
+def _extractive(passages: Sequence[Passage], max_words: int) -> tuple[str, tuple[Citation, ...]]:
+    """The answer's passages (``reading.answer_passages``), one line each, every sentence with its marker."""
     lines: list[str] = []
     citations: list[Citation] = []
-    for (_, sentence), _, hit in picked:
-        lines.append(f"{sentence} [{len(citations) + 1}]")
-        citations.append(_citation(hit))
+    for p in answer_passages(passages, max_words):
+        parts = []
+        for q in p.quotes:
+            citations.append(_quote_citation(q))
+            parts.append(f"{q.text} [{len(citations)}]")
+        lines.append(" ".join(parts))
     return "\n".join(lines), tuple(citations)
+
+
+def _chapter_reader(book_stores: dict[str, Any]) -> Any:
+    """``(book_id, chapter_id) -> chapter text`` (None when the book or chapter cannot be read)."""
+    cache: dict[tuple[str, str], str | None] = {}
+
+    def chapter_text(book_id: str, chapter_id: str) -> str | None:
+        if (book_id, chapter_id) not in cache:
+            store = book_stores.get(book_id)
+            try:
+                cache[(book_id, chapter_id)] = store.chapter_text(chapter_id) if store is not None else None
+            except Exception:  # a broken store: the reader falls back to the chunks' own text
+                cache[(book_id, chapter_id)] = None
+        return cache[(book_id, chapter_id)]
+
+    return chapter_text
+
+
+def _read(
+    question: str,
+    evidence: BookEvidence,
+    book_stores: dict[str, Any],
+    encoder: Any,
+    max_words: int,
+    max_passages: int,
+) -> tuple[Passage, ...]:
+    if not evidence.sufficient:
+        return ()
+    return read_book(
+        question, evidence.hits, _chapter_reader(book_stores), encoder, max_words, max(1, max_passages)
+    )
 
 
 def _not_found(searched: Sequence[str]) -> str:
@@ -101,17 +146,17 @@ def _label(book_ids: Sequence[str], catalog: Sequence[BookInfo]) -> str:
     return " + ".join(titles.get(b, b) for b in book_ids)
 
 
-def _cited(content: str, hits: Sequence[Hit]) -> tuple[str, tuple[Citation, ...]] | None:
+def _cited(content: str, passages: Sequence[Passage]) -> tuple[str, tuple[Citation, ...]] | None:
     """The answer with its ``[n]`` markers renumbered in order of use; None when no marker is valid."""
     order: dict[int, int] = {}
     for m in _MARKER.finditer(content):
         n = int(m.group(1))
-        if 1 <= n <= len(hits) and n not in order:
+        if 1 <= n <= len(passages) and n not in order:
             order[n] = len(order) + 1
     if not order:
         return None
     text = _MARKER.sub(lambda m: f"[{order[int(m.group(1))]}]" if int(m.group(1)) in order else "", content)
-    return text.strip(), tuple(_citation(hits[n - 1]) for n in order)
+    return text.strip(), tuple(_passage_citation(passages[n - 1]) for n in order)
 
 
 def _located(content: str, seen: dict[str, Hit]) -> tuple[str, tuple[Citation, ...]] | None:
@@ -127,16 +172,17 @@ def _located(content: str, seen: dict[str, Hit]) -> tuple[str, tuple[Citation, .
     return text.strip(), tuple(_citation(seen[loc]) for loc in order)
 
 
-def _excerpts(hits: Sequence[Hit], max_chars: int = 1200) -> str:
+def _excerpts(passages: Sequence[Passage]) -> str:
     return "\n\n".join(
-        f"[{i}] ({h.chapter_title or h.chapter_id}) {h.text[:max_chars]}" for i, h in enumerate(hits, 1)
+        f"[{i}] ({p.quotes[0].chapter_title or p.quotes[0].chapter_id}) {p.text}"
+        for i, p in enumerate(passages, 1)
     )
 
 
 def _answer_messages(
-    question: str, hits: Sequence[Hit], summaries: Sequence[tuple[str, str]]
+    question: str, passages: Sequence[Passage], summaries: Sequence[tuple[str, str]]
 ) -> list[dict[str, str]]:
-    context = _excerpts(hits)
+    context = _excerpts(passages)
     if summaries:
         context += "\n\nChapter summaries:\n" + "\n".join(f"- {s}" for _, s in summaries)
     return [
@@ -222,14 +268,15 @@ def _book_result(
 def _extractive_result(
     route: RouteDecision,
     evidence: BookEvidence,
+    passages: Sequence[Passage],
     catalog: Sequence[BookInfo],
-    max_citations: int,
+    max_words: int,
     notes: Sequence[str] = (),
 ) -> SourceResult:
     all_notes = (*evidence.notes, *notes)
     if not evidence.sufficient:
         return _book_result(route, _not_found(evidence.searched), (), catalog, all_notes)
-    text, citations = _extractive(route.question, evidence.hits, max_citations)
+    text, citations = _extractive(passages, max_words)
     return _book_result(route, text, citations, catalog, all_notes)
 
 
@@ -241,17 +288,33 @@ def _route_name(routes: Sequence[RouteDecision]) -> str:
 # --- nodes -------------------------------------------------------------------------------------------
 
 
+def book_passages(
+    book_questions: tuple[RouteDecision, ...],
+    book_evidence: tuple[BookEvidence, ...],
+    book_stores: dict,
+    encoder: Any,
+    answer_max_words: int = 60,
+    answer_max_citations: int = 5,
+) -> tuple[tuple[Passage, ...], ...]:
+    """Each book clause's evidence read into ranked passages (none when the evidence is insufficient)."""
+    return tuple(
+        _read(r.question, ev, book_stores, encoder, int(answer_max_words), int(answer_max_citations))
+        for r, ev in zip(book_questions, book_evidence, strict=True)
+    )
+
+
 @config.when(answer_mode="pipeline", llm="none")
 def book_results__extractive(
     book_questions: tuple[RouteDecision, ...],
     book_evidence: tuple[BookEvidence, ...],
+    book_passages: tuple[tuple[Passage, ...], ...],
     book_catalog: tuple[BookInfo, ...],
-    answer_max_citations: int = 5,
+    answer_max_words: int = 60,
 ) -> tuple[SourceResult, ...]:
-    """Each book clause's extractive answer: its best supporting sentences, each cited."""
+    """Each book clause's extractive answer: the reader's best passage(s), every sentence cited."""
     return tuple(
-        _extractive_result(r, ev, book_catalog, int(answer_max_citations))
-        for r, ev in zip(book_questions, book_evidence, strict=True)
+        _extractive_result(r, ev, ps, book_catalog, int(answer_max_words))
+        for r, ev, ps in zip(book_questions, book_evidence, book_passages, strict=True)
     )
 
 
@@ -259,26 +322,27 @@ def book_results__extractive(
 def book_results__llm(
     book_questions: tuple[RouteDecision, ...],
     book_evidence: tuple[BookEvidence, ...],
+    book_passages: tuple[tuple[Passage, ...], ...],
     chapter_summaries: tuple[tuple[str, str], ...],
     book_catalog: tuple[BookInfo, ...],
     llm_client: Any,
-    answer_max_citations: int = 5,
+    answer_max_words: int = 60,
 ) -> tuple[SourceResult, ...]:
-    """Each book clause's LLM answer over its evidence, ``[n]`` markers mapped to excerpts."""
+    """Each book clause's LLM answer over the reader's passages, ``[n]`` markers mapped to passages."""
     out = []
-    for r, ev in zip(book_questions, book_evidence, strict=True):
-        if not ev.sufficient:
-            out.append(_extractive_result(r, ev, book_catalog, int(answer_max_citations)))
+    max_words = int(answer_max_words)
+    for r, ev, passages in zip(book_questions, book_evidence, book_passages, strict=True):
+        if not ev.sufficient or not passages:
+            out.append(_extractive_result(r, ev, passages, book_catalog, max_words))
             continue
-        hits = ev.hits[: max(1, int(answer_max_citations)) + 2]
         try:
-            content = llm_client.chat(_answer_messages(r.question, hits, chapter_summaries)).content
-            cited = _cited(content, hits)
+            content = llm_client.chat(_answer_messages(r.question, passages, chapter_summaries)).content
+            cited = _cited(content, passages)
             note = "LLM answer cited no excerpt: extractive answer given" if cited is None else ""
         except LLMError as exc:
             cited, note = None, f"LLM answer failed ({exc.reason}): extractive answer given"
         if cited is None:
-            out.append(_extractive_result(r, ev, book_catalog, int(answer_max_citations), (note,)))
+            out.append(_extractive_result(r, ev, passages, book_catalog, max_words, (note,)))
         else:
             out.append(_book_result(r, cited[0], cited[1], book_catalog, ev.notes))
     return tuple(out)
@@ -289,11 +353,15 @@ def book_results__agent(
     book_questions: tuple[RouteDecision, ...],
     book_tools: BookTools,
     book_catalog: tuple[BookInfo, ...],
+    book_stores: dict,
+    encoder: Any,
     llm_client: Any,
+    answer_max_words: int = 60,
     answer_max_citations: int = 5,
 ) -> tuple[SourceResult, ...]:
     """Each book clause answered by the LLM calling the book tools (same budget and evidence rule)."""
     out = []
+    max_words = int(answer_max_words)
     for r in book_questions:
         tools = book_tools.for_books(r.book_ids)
         content, notes = _agent_run(
@@ -310,14 +378,13 @@ def book_results__agent(
             tuple(ranked),
             question_kind(r.question),
             None,
-            tuple(
-                f"agent tool calls: {', '.join(tools.budget.calls)}",
-            ),
+            (f"agent tool calls: {', '.join(tools.budget.calls)}",),
             bool(ranked),
         )
         if content:
             notes.append("agent answer cited no retrieved excerpt: extractive answer given")
-        out.append(_extractive_result(r, evidence, book_catalog, int(answer_max_citations), notes))
+        passages = _read(r.question, evidence, book_stores, encoder, max_words, int(answer_max_citations))
+        out.append(_extractive_result(r, evidence, passages, book_catalog, max_words, notes))
     return tuple(out)
 
 

@@ -1,37 +1,595 @@
 """Reader: turn evidence (book chunks, article paragraphs) into a short passage a person can read.
 
-CONTRACT (stub, to be replaced by the full reader): the two public helpers below are what the book
-answer (``nodes/answering.py``) and the Kiwix answer (``nodes/kiwix_fusion.py``) call.
+The book answer (``nodes/answering.py``) and the Kiwix answer (``nodes/kiwix_fusion.py``) call it.
 
-- ``relevance(question, texts, encoder=None)``: one score per text, higher is better, in [0, 1]:
-  by meaning (cosine with the question, when an encoder is given), by the question's words and by its
-  kind (who / when / where / why / how / what-is).
+- ``relevance(question, texts, encoder=None)``: one score per text, higher is better, in [0, 1]: by
+  meaning (cosine with the question, one batched ``encode`` when an encoder is given), by the question's
+  words (``word_scores``: light stems, inflections matched ("drop" / "dropped"), each weighted by how
+  rare it is among ``texts``, a name of the question counting double) and by its kind (``asked``: who /
+  when / where / why / how / how-many / what-is; a "when" question favours sentences with time words,
+  "why" ones with "because", "so that", ..., "who" ones with a name the question does not hold).
 - ``passage(texts, scores, max_words)``: the indices (ascending, i.e. in reading order) of the texts —
-  consecutive sentences of one source — that make the best passage: the best-scoring one with the
-  neighbours it needs to read on its own, at most ``max_words`` words in all (the best one alone may
-  exceed it when it is longer).
+  consecutive sentences of one source — that make the best passage: the best-scoring one, the
+  predecessors it needs to read on its own (``needs_previous``: it opens with a pronoun or connective,
+  "He", "But", "Then", "This", or in lower case, or closes a quotation it did not open), then
+  neighbours, the following one first (``FORWARD_BIAS``: the answer often follows the sentence that
+  repeats the question), while they fit and score at least ``NEIGHBOUR_SHARE`` of the best; at most
+  ``max_words`` words in all (the best one alone may exceed it when it is longer).
+- ``read_book(question, hits, chapter_text, encoder, max_words, max_passages)``: the ranked, disjoint
+  ``Passage`` s of a book clause: candidate sentences of the top ``MAX_CHUNKS`` evidence chunks, split
+  over the chapter text around them (a chunk's cut-off first sentence is read whole; overlapping chunks
+  give each sentence once, keyed by its chapter offsets), scored by words, their neighbours' words
+  (``CONTEXT_WEIGHT``), kind, minus ``RANK_PRIOR`` per retrieval rank of the chunk, scaled down for a
+  sentence over ``LONG_SENTENCE`` words (Moby-Dick's 140-word sentences); the ``PREFILTER``
+  best gain their meaning (one encode). ``answer_passages`` picks what an extractive answer shows.
+
+Measured on FairytaleQA (365 questions, default config, no LLM, top-5 chunks as retrieved): the accepted
+answer inside the answer text 0.35 (was 0.279), 54 words median (was 106), first citation's sentence
+inside the gold section 0.55, no repeated sentence, 1.6% of lines open mid-sentence. Meaning adds
+little here (words alone: 0.348) but costs an encode: only the best 4 sentences are encoded.
 
 Config keys: none here (callers pass ``answer_max_words``).
-Limitations: stub — words only, no neighbours.
+Limitations: English cues; the kind cues are word lists, not a parser; no pronoun resolution beyond
+taking the predecessor; sentences outside the best ``PREFILTER`` by words are never encoded, so a
+sentence that answers in other words than the question's is found only through its neighbours.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from folio.nodes.text import coverage, stems
+from folio.nodes.text import fold, named_phrases, sentences, stems, words
+from folio.nodes.types import Hit
+
+# --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
+MEANING_WEIGHT = 0.1
+WORDS_WEIGHT = 1.0
+KIND_WEIGHT = 0.05
+CONTEXT_WEIGHT = 0.1  # (book passages) the words of the sentences either side
+RANK_PRIOR = 0.05  # (book passages) subtracted per retrieval rank of the chunk a sentence comes from
+NEIGHBOUR_SHARE = 0.0  # a neighbour joins while it fits and scores at least this share of the best
+FORWARD_BIAS = 1.0  # a following neighbour counts this share of the best more (the answer often follows)
+SECOND_SHARE = 0.9  # a second passage (elsewhere) when its best sentence scores this share of the first
+PREFILTER = 4  # candidate sentences scored by meaning (the rest by words only)
+MAX_CHUNKS = 5  # evidence chunks read
+LONG_SENTENCE = 60  # (book passages) a longer sentence's score is scaled by LONG_SENTENCE / its words
+MARGIN = 600  # characters of chapter text read around the chunks (whole first / previous sentences)
+
+_TIME = frozenset(
+    [
+        "morning",
+        "evening",
+        "night",
+        "nights",
+        "day",
+        "days",
+        "daybreak",
+        "dawn",
+        "dusk",
+        "noon",
+        "midnight",
+        "sunrise",
+        "sunset",
+        "year",
+        "years",
+        "month",
+        "months",
+        "week",
+        "weeks",
+        "hour",
+        "hours",
+        "minute",
+        "minutes",
+        "winter",
+        "summer",
+        "spring",
+        "autumn",
+        "once",
+        "twice",
+        "when",
+        "after",
+        "before",
+        "until",
+        "till",
+        "while",
+        "since",
+        "soon",
+        "later",
+        "last",
+        "first",
+        "o'clock",
+        "christmas",
+        "sunday",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "time",
+        "times",
+        "ago",
+        "yesterday",
+        "tomorrow",
+        "today",
+    ]
+)
+_PLACE = frozenset(
+    [
+        "in",
+        "into",
+        "at",
+        "on",
+        "under",
+        "behind",
+        "beside",
+        "near",
+        "inside",
+        "outside",
+        "upon",
+        "beneath",
+        "above",
+        "over",
+        "across",
+        "through",
+        "house",
+        "home",
+        "forest",
+        "wood",
+        "woods",
+        "castle",
+        "garden",
+        "field",
+        "fields",
+        "village",
+        "town",
+        "city",
+        "river",
+        "sea",
+        "well",
+        "room",
+        "kitchen",
+        "cellar",
+        "tree",
+        "hill",
+        "mountain",
+        "road",
+        "door",
+        "window",
+        "palace",
+        "church",
+    ]
+)
+_REASON = frozenset(
+    ["because", "since", "so", "for", "therefore", "reason", "order", "wanted", "wished", "afraid"]
+)
+_MANNER = frozenset(["by", "with", "through", "using", "means", "way"])
+_NUMBER = frozenset(
+    [
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "hundred",
+        "thousand",
+        "many",
+        "several",
+    ]
+)
+_DEFINITION = re.compile(r"\b(?:is|was|are|were|means|meant|called|named)\b", re.IGNORECASE)
+_WHY = re.compile(
+    r"\b(?:because|so that|in order to|for fear|that (?:he|she|they|it|we|i) (?:might|could))\b"
+)
+_DEPENDENT = re.compile(
+    r"""^[\"'“‘(]*(?:he|she|it|they|them|him|her|his|its|their|this|that|these|those|then|but|and|so|or|
+    nor|yet|however|there|thus|therefore|afterwards|after\ that|at\ this|at\ that|at\ last|now|here|
+    such|the\ latter|the\ former|both|also|still|instead|meanwhile|again|when\ (?:he|she|they|it))\b""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_OPENING_QUOTES = "“‘"
+_CLOSING_QUOTES = "”’"
+
+
+def asked(question: str) -> str:
+    """What kind of answer the question asks for: who / when / where / why / how-many / how / what-is /
+    other ("Why did the two decide to leave?" -> "why")."""
+    ws = words(question)
+    if not ws:
+        return "other"
+    for i, w in enumerate(ws[:4]):  # "And why...", "In what year..." stay simple: the first wh-word
+        if w in ("who", "whom", "whose"):
+            return "who"
+        if w == "when" or (w == "what" and i + 1 < len(ws) and ws[i + 1] in ("year", "time", "day")):
+            return "when"
+        if w == "where":
+            return "where"
+        if w == "why":
+            return "why"
+        if w == "how":
+            return "how-many" if i + 1 < len(ws) and ws[i + 1] in ("many", "much", "old", "long") else "how"
+        if w == "what" and i + 1 < len(ws) and ws[i + 1] in ("is", "are", "was", "were", "does"):
+            return "what-is"
+    return "other"
+
+
+def _kind_cue(kind: str, text: str, question_words: frozenset[str]) -> float:
+    """1 when the text has what a ``kind`` answer is made of (0 otherwise; 0.5 for a weak cue)."""
+    ws = words(text)
+    if kind == "who":
+        caps = [t for t in re.findall(r"\b[A-Z][a-z]+", text)[1:] if fold(t) not in question_words]
+        return 1.0 if caps else 0.0
+    if kind == "when":
+        return 1.0 if any(w in _TIME or w.isdigit() for w in ws) else 0.0
+    if kind == "where":
+        return 0.5 if any(w in _PLACE for w in ws) else 0.0
+    if kind == "why":
+        return 1.0 if _WHY.search(fold(text)) else 0.5 if any(w in _REASON for w in ws) else 0.0
+    if kind == "how":
+        return 0.5 if any(w in _MANNER for w in ws) else 0.0
+    if kind == "how-many":
+        return 1.0 if any(w in _NUMBER or w.isdigit() for w in ws) else 0.0
+    if kind == "what-is":
+        return 0.5 if _DEFINITION.search(text) else 0.0
+    return 0.0
+
+
+def _extended(text_stems: frozenset[str]) -> frozenset[str]:
+    """The stems of a text and what they shorten to by one or two letters (four letters at least)."""
+    return text_stems | frozenset(s[:-k] for s in text_stems for k in (1, 2) if len(s) - k >= 4)
+
+
+def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) -> bool:
+    """A question stem is in a text: the same stem, or one of at least four letters that the other
+    extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide")."""
+    if term in extended:
+        return True
+    return any(len(term) - k >= 4 and term[:-k] in text_stems for k in (1, 2))
+
+
+def word_scores(question: str, texts: Sequence[str]) -> tuple[float, ...]:
+    """Share of the question's content stems in each text, each stem weighted by its rarity among
+    ``texts`` (a stem in every text counts least) and a stem of a name in the question counting double."""
+    terms = stems(question)
+    if not terms or not texts:
+        return tuple(0.0 for _ in texts)
+    names = frozenset(s for p in named_phrases(question) for s in stems(p))
+    found = []
+    for text in texts:
+        own = stems(text)
+        extended = _extended(own)
+        found.append(frozenset(t for t in terms if _matches(t, own, extended)))
+    n = len(texts)
+    weight = {
+        t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found))) * (2.0 if t in names else 1.0)
+        for t in terms
+    }
+    total = sum(weight.values())
+    return tuple(sum(weight[t] for t in f) / total for f in found)
 
 
 def relevance(question: str, texts: Sequence[str], encoder: Any = None) -> tuple[float, ...]:
-    """One relevance score in [0, 1] per text (stub: the share of the question's content words)."""
-    terms = stems(question)
-    return tuple(coverage(terms, t) for t in texts)
+    """One relevance score in [0, 1] per text: meaning (with an encoder), words and the question's kind."""
+    if not texts:
+        return ()
+    by_words = word_scores(question, texts)
+    kind = asked(question)
+    qwords = frozenset(words(question))
+    by_kind = [_kind_cue(kind, t, qwords) for t in texts]
+    if encoder is None:
+        total = WORDS_WEIGHT + KIND_WEIGHT
+        return tuple(
+            (WORDS_WEIGHT * w + KIND_WEIGHT * k) / total for w, k in zip(by_words, by_kind, strict=True)
+        )
+    vectors = encoder.encode([getattr(encoder, "query_prefix", "") + question, *texts])
+    cosines = [max(0.0, float(v @ vectors[0])) for v in vectors[1:]]
+    total = MEANING_WEIGHT + WORDS_WEIGHT + KIND_WEIGHT
+    return tuple(
+        (MEANING_WEIGHT * c + WORDS_WEIGHT * w + KIND_WEIGHT * k) / total
+        for c, w, k in zip(cosines, by_words, by_kind, strict=True)
+    )
+
+
+def needs_previous(text: str) -> bool:
+    """The sentence cannot be read alone: it opens with a pronoun or connective ("He", "But", "Then"),
+    in lower case, or closes a quotation it did not open."""
+    stripped = text.lstrip()
+    if not stripped:
+        return False
+    if stripped[0].islower() or stripped[0] in ",;:—-)":
+        return True
+    opened = sum(stripped.count(q) for q in _OPENING_QUOTES)
+    closed = sum(stripped.count(q) for q in _CLOSING_QUOTES if q == "”")
+    if closed > opened and "”" in stripped:
+        return True
+    return bool(_DEPENDENT.match(stripped))
+
+
+def _words(text: str) -> int:
+    return len(text.split())
 
 
 def passage(texts: Sequence[str], scores: Sequence[float], max_words: int = 60) -> tuple[int, ...]:
-    """Indices, ascending, of the passage around the best-scoring text (stub: the best text alone)."""
+    """Indices, ascending, of the passage around the best-scoring text (see the module docstring)."""
     if not texts:
         return ()
     best = max(range(len(texts)), key=lambda i: (scores[i], -i))
-    return (best,)
+    lo = hi = best
+    used = _words(texts[best])
+    # the predecessors the passage needs to read on its own (two at most)
+    for _ in range(2):
+        if lo == 0 or not needs_previous(texts[lo]) or used + _words(texts[lo - 1]) > max_words:
+            break
+        lo -= 1
+        used += _words(texts[lo])
+    # then the better neighbour, while it scores close to the best and fits
+    while True:
+        options = [i for i in (lo - 1, hi + 1) if 0 <= i < len(texts)]
+        options = [i for i in options if used + _words(texts[i]) <= max_words]
+        options = [i for i in options if scores[i] >= NEIGHBOUR_SHARE * scores[best]]
+        if not options:
+            break
+        pick = max(options, key=lambda i: (scores[i] + (FORWARD_BIAS * scores[best] if i > hi else 0.0), i))
+        if pick < lo:
+            if (
+                needs_previous(texts[pick])
+                and pick > 0
+                and used + _words(texts[pick]) + _words(texts[pick - 1]) <= max_words
+            ):
+                lo = pick - 1
+                used += _words(texts[pick - 1])
+            else:
+                lo = pick
+        else:
+            hi = pick
+        used += _words(texts[pick])
+    return tuple(range(lo, hi + 1))
+
+
+# --- book passages -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One sentence of a book: where it is (chapter offsets), the chunk it was read from, its text."""
+
+    book_id: str
+    chapter_id: str
+    chapter_title: str
+    chunk_id: str
+    start: int
+    end: int
+    text: str  # whitespace normalised
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class Passage:
+    """Consecutive sentences of one chapter, in book order, and the score of the best of them."""
+
+    quotes: tuple[Quote, ...]
+    score: float
+
+    @property
+    def text(self) -> str:
+        return " ".join(q.text for q in self.quotes)
+
+    @property
+    def words(self) -> int:
+        return _words(self.text)
+
+
+@dataclass(frozen=True)
+class _Window:
+    """A stretch of one chapter around evidence chunks: its sentences (chapter offsets) and text."""
+
+    book_id: str
+    chapter_id: str
+    chapter_title: str
+    spans: tuple[tuple[int, int], ...]
+    texts: tuple[str, ...]
+
+
+def _merged(hits: Sequence[Hit]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for h in sorted(hits, key=lambda h: h.start):
+        if out and h.start <= out[-1][1] + 2 * MARGIN:
+            out[-1] = (out[-1][0], max(out[-1][1], h.end))
+        else:
+            out.append((h.start, h.end))
+    return out
+
+
+def _window(hits: Sequence[Hit], lo: int, hi: int, chapter: str | None) -> _Window:
+    """The sentences of the chapter text around [lo, hi) (or of the chunks' own text without it)."""
+    first = hits[0]
+    if chapter is not None and len(chapter) >= hi:
+        a, b = max(0, lo - MARGIN), min(len(chapter), hi + MARGIN)
+        text, base = chapter[a:b], a
+        spans = [(s + a, e + a) for s, e in sentences(text)]
+        if a > 0 and spans:  # the first sentence may be cut off: it is read only for the next one
+            spans = spans[1:]
+        if b < len(chapter) and spans:
+            spans = spans[:-1]
+        get = chapter
+    else:  # the chunks' own text, stitched over their overlaps
+        parts: dict[int, str] = {}
+        for h in sorted(hits, key=lambda h: h.start):
+            if lo <= h.start < hi:
+                for i, ch in enumerate(h.text):
+                    parts.setdefault(h.start + i, ch)
+        base = lo
+        text = "".join(parts.get(i, " ") for i in range(lo, hi))
+        spans = [(s + base, e + base) for s, e in sentences(text)]
+        if spans and needs_previous(text[spans[0][0] - base : spans[0][1] - base]) and text[:1].islower():
+            spans = spans[1:]
+        get = " " * base + text
+    return _Window(
+        first.book_id,
+        first.chapter_id,
+        first.chapter_title,
+        tuple(spans),
+        tuple(" ".join(get[s:e].split()) for s, e in spans),
+    )
+
+
+def _chunk_of(span: tuple[int, int], hits: Sequence[Hit]) -> tuple[int, Hit] | None:
+    """The best-ranked hit holding most of the sentence (its rank), or None outside every hit."""
+    s, e = span
+    for rank, h in enumerate(hits):
+        if min(e, h.end) - max(s, h.start) >= (e - s) / 2:
+            return rank, h
+    return None
+
+
+def _scores(
+    question: str, windows: Sequence[_Window], cands: Sequence[tuple[int, int, int, Hit]], encoder: Any
+) -> dict[tuple[int, int], float]:
+    """Each candidate sentence's score: its words, its neighbours' words (``CONTEXT_WEIGHT``: the
+    answer often follows or precedes the sentence that repeats the question), the question's kind,
+    minus ``RANK_PRIOR`` per retrieval rank of its chunk; the ``PREFILTER`` best by that gain their
+    meaning (cosine with the question, one batched encode)."""
+    keys = [(w, i) for w, win in enumerate(windows) for i in range(len(win.texts))]
+    texts = [windows[w].texts[i] for w, i in keys]
+    by_words = dict(zip(keys, word_scores(question, texts), strict=True))
+    kind = asked(question)
+    qwords = frozenset(words(question))
+    cheap: dict[tuple[int, int], float] = {}
+    for w, i, rank, _ in cands:
+        context = by_words.get((w, i - 1), 0.0) + by_words.get((w, i + 1), 0.0)
+        cheap[(w, i)] = (
+            WORDS_WEIGHT * by_words[(w, i)]
+            + CONTEXT_WEIGHT * context
+            + KIND_WEIGHT * _kind_cue(kind, windows[w].texts[i], qwords)
+            - RANK_PRIOR * rank
+        )
+    for w, i, _, _ in cands:  # a sentence longer than an answer may be reads as one only when it must
+        n = _words(windows[w].texts[i])
+        if n > LONG_SENTENCE and cheap[(w, i)] > 0:
+            cheap[(w, i)] *= LONG_SENTENCE / n
+    if encoder is not None and cheap:
+        picked = sorted(cheap, key=lambda k: (-cheap[k], k))[:PREFILTER]
+        vectors = encoder.encode(
+            [getattr(encoder, "query_prefix", "") + question, *(windows[w].texts[i] for w, i in picked)]
+        )
+        for k, v in zip(picked, vectors[1:], strict=True):
+            cheap[k] += MEANING_WEIGHT * max(0.0, float(v @ vectors[0]))
+    return cheap
+
+
+def read_book(
+    question: str,
+    hits: Sequence[Hit],
+    chapter_text: Callable[[str, str], str | None],
+    encoder: Any = None,
+    max_words: int = 60,
+    max_passages: int = 5,
+) -> tuple[Passage, ...]:
+    """The ranked passages of the top evidence chunks (best first, not overlapping each other)."""
+    top = list(hits[:MAX_CHUNKS])
+    if not top:
+        return ()
+    chapters: dict[tuple[str, str], list[Hit]] = {}
+    for h in top:
+        chapters.setdefault((h.book_id, h.chapter_id), []).append(h)
+    windows: list[_Window] = []
+    for (book_id, chapter_id), group in chapters.items():
+        chapter = chapter_text(book_id, chapter_id)
+        for lo, hi in _merged(group):
+            windows.append(_window([h for h in group if lo <= h.start < hi], lo, hi, chapter))
+    # candidates: sentences inside an evidence chunk, each once
+    cands: list[tuple[int, int, int, Hit]] = []  # (window, index, rank, hit)
+    for w, win in enumerate(windows):
+        for i, span in enumerate(win.spans):
+            found = _chunk_of(span, top)
+            if found is not None and win.texts[i]:
+                cands.append((w, i, found[0], found[1]))
+    if not cands:
+        return ()
+    score = _scores(question, windows, cands, encoder)
+    hit_of = {(w, i): h for w, i, _, h in cands}
+    passages: list[Passage] = []
+    taken: set[tuple[int, int]] = set()
+    for (w, i), s in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):
+        if len(passages) >= max_passages:
+            break
+        if (w, i) in taken:
+            continue
+        win = windows[w]
+        # the passage is read within the stretch of the window not taken by an earlier passage
+        lo = i
+        while lo > 0 and (w, lo - 1) not in taken:
+            lo -= 1
+        hi = i
+        while hi + 1 < len(win.texts) and (w, hi + 1) not in taken:
+            hi += 1
+        local = [max(0.0, score.get((w, j), 0.0)) for j in range(lo, hi + 1)]
+        local[i - lo] = max(0.0, s) + 1e-9  # the best of its stretch
+        chosen = [lo + j for j in passage(win.texts[lo : hi + 1], local, max_words)]
+        quotes = []
+        for j in chosen:
+            taken.add((w, j))
+            h = hit_of.get((w, j)) or _nearest(win.spans[j], hits)
+            quotes.append(
+                Quote(
+                    win.book_id,
+                    win.chapter_id,
+                    win.chapter_title,
+                    h.chunk_id if h else "",
+                    win.spans[j][0],
+                    win.spans[j][1],
+                    win.texts[j],
+                    score.get((w, j), 0.0),
+                )
+            )
+        passages.append(Passage(tuple(quotes), s))
+    return tuple(passages)
+
+
+def _nearest(span: tuple[int, int], hits: Sequence[Hit]) -> Hit | None:
+    """The hit closest to a sentence outside every hit (a needed predecessor read from the chapter)."""
+    same = [h for h in hits if h.start <= span[1] + 2 * MARGIN and h.end >= span[0] - 2 * MARGIN]
+    return min(same, key=lambda h: min(abs(h.start - span[1]), abs(h.end - span[0])), default=None)
+
+
+def answer_passages(passages: Sequence[Passage], max_words: int = 60) -> tuple[Passage, ...]:
+    """The passages an answer shows: the best one, and a second from elsewhere (another chunk or
+    chapter) only when it scores close to the best (``SECOND_SHARE``) and both fit ``max_words``."""
+    if not passages:
+        return ()
+    first = passages[0]
+    out = [first]
+    for p in passages[1:2]:
+        elsewhere = p.quotes[0].chapter_id != first.quotes[0].chapter_id or not (
+            {q.chunk_id for q in p.quotes} & {q.chunk_id for q in first.quotes}
+        )
+        if elsewhere and p.score >= SECOND_SHARE * first.score and first.words + p.words <= max_words:
+            out.append(p)
+    return tuple(
+        sorted(out, key=lambda p: (p.quotes[0].book_id, p.quotes[0].chapter_id, p.quotes[0].start))
+        if len({p.quotes[0].chapter_id for p in out}) == 1
+        else out
+    )

@@ -652,7 +652,9 @@ class RouteDecision:
 
 @dataclass(frozen=True)
 class Citation:
-    """Where a claim comes from: a book chunk (``kind`` "book") or an article (``kind`` "kiwix" / "web")."""
+    """Where a claim comes from: a book (``kind`` "book": the sentence or passage at chapter offsets
+    ``start``:``end``, read from chunk ``chunk_id``, its text in ``quote``; an agent's citation is the
+    chunk) or an article (``kind`` "kiwix" / "web")."""
 
     kind: str
     book_id: str = ""
@@ -666,6 +668,7 @@ class Citation:
     title: str = ""
     url: str = ""
     section: str = ""  # Kiwix: the article section of the passage ("" = the lead)
+    quote: str = ""  # the cited text itself (a book answer: the sentence or passage at start:end)
 
     def as_dict(self) -> dict[str, object]:
         if self.kind == "book":
@@ -676,6 +679,7 @@ class Citation:
                 "chunk_id": self.chunk_id,
                 "start": self.start,
                 "end": self.end,
+                "quote": self.quote,
             }
         if self.kind == "kiwix":
             return {

@@ -8,6 +8,7 @@ import pytest
 
 from folio.dataflows.asking import ask
 from folio.nodes.answering import NOT_FOUND, _cited, _extractive, _located, _not_found
+from folio.nodes.reading import Passage, Quote, read_book
 from folio.nodes.types import Hit
 from tests.servers import Reply, ScriptedLLMServer
 
@@ -16,17 +17,33 @@ def hit(chunk_id: str, text: str, start: int = 0) -> Hit:
     return Hit("book", "ch", "Chapter", chunk_id, start, start + len(text), 1.0, text)
 
 
-def test_extractive_answer_cites_each_sentence_to_its_chunk() -> None:
-    hits = [
-        hit("c1", "The sky was grey. Peter lost his blue jacket in the garden. He ran home."),
-        hit("c2", "Mr. McGregor hung the jacket on a scarecrow.", 500),
-    ]
-    text, citations = _extractive("What did Peter lose in the garden?", hits, 3)
-    assert (
-        text
-        == "Peter lost his blue jacket in the garden. [1]\nMr. McGregor hung the jacket on a scarecrow. [2]"
+def test_extractive_answer_cites_each_sentence_with_its_own_span_and_quote() -> None:
+    chapter = "The sky was grey. Peter lost his blue jacket in the garden. He ran home. Mr. McGregor kept it."
+    hits = [hit("c1", chapter[:72]), hit("c2", chapter[60:], 60)]
+    passages = read_book("What did Peter lose in the garden?", hits, lambda b, c: chapter, None, 60, 5)
+    text, citations = _extractive(passages, 60)
+    assert text == (
+        "The sky was grey. [1] Peter lost his blue jacket in the garden. [2] He ran home. [3] "
+        "Mr. McGregor kept it. [4]"
     )
-    assert [(c.chunk_id, c.start, c.end) for c in citations] == [("c1", 0, 72), ("c2", 500, 544)]
+    best = citations[1]
+    assert (best.chunk_id, best.start, best.end) == ("c1", 18, 59)
+    assert best.quote == "Peter lost his blue jacket in the garden." == chapter[best.start : best.end]
+    assert citations[3].chunk_id == "c2"
+    quotes = [c.quote for c in citations]
+    assert len(quotes) == len(set(quotes))  # overlapping chunks: each sentence once
+    assert text.count("[") == len(citations)
+
+
+def test_extractive_answer_keeps_to_max_words_and_book_order() -> None:
+    def quote(start: int, text: str, score: float) -> Quote:
+        return Quote("book", "ch", "Chapter", "c1", start, start + len(text), text, score)
+
+    best = Passage((quote(0, "Peter ran.", 0.2), quote(11, "He lost his shoes.", 0.9)), 0.9)
+    other = Passage((quote(500, " ".join(["word"] * 58) + ".", 0.88),), 0.88)
+    text, citations = _extractive([best, other], 60)
+    assert text == "Peter ran. [1] He lost his shoes. [2]"  # the second passage would not fit 60 words
+    assert [c.start for c in citations] == [0, 11]
 
 
 def test_not_found_answer_says_what_was_searched() -> None:
@@ -34,12 +51,15 @@ def test_not_found_answer_says_what_was_searched() -> None:
     assert text.startswith(NOT_FOUND) and "text_search('x')" in text
 
 
-def test_llm_markers_map_to_excerpts_in_order_of_use() -> None:
-    hits = [hit("c1", "a"), hit("c2", "b"), hit("c3", "c")]
-    text, citations = _cited("Peter lost his jacket [3], then ran [1][3]. Bogus [9].", hits)
+def test_llm_markers_map_to_passages_in_order_of_use() -> None:
+    def one(n: int) -> Passage:
+        return Passage((Quote("book", "ch", "Chapter", f"c{n}", n * 100, n * 100 + 5, f"text{n}", 1.0),), 1.0)
+
+    passages = [one(1), one(2), one(3)]
+    text, citations = _cited("Peter lost his jacket [3], then ran [1][3]. Bogus [9].", passages)
     assert text == "Peter lost his jacket [1], then ran [2][1]. Bogus ."
-    assert [c.chunk_id for c in citations] == ["c3", "c1"]
-    assert _cited("No markers at all.", hits) is None
+    assert [(c.chunk_id, c.start, c.quote) for c in citations] == [("c3", 300, "text3"), ("c1", 100, "text1")]
+    assert _cited("No markers at all.", passages) is None
 
 
 def test_agent_locations_must_be_chunks_a_tool_returned() -> None:
@@ -151,15 +171,3 @@ def test_failing_llm_still_answers_from_evidence(fairytale_library: Path, mode: 
         )
     assert answer.citations or answer.answer.startswith(NOT_FOUND)
     assert any("LLM" in n for n in answer.notes)
-
-
-def test_extractive_lines_put_the_best_covering_sentence_first() -> None:
-    hits = [
-        hit("c1", "One morning a little rabbit sat on a bank."),
-        hit("c2", "Don't go into Mr. McGregor's garden: your father had an accident there.", 900),
-    ]
-    text, citations = _extractive("Why not go into Mr. McGregor's garden?", hits, 3)
-    assert (
-        text.splitlines()[0] == "Don't go into Mr. McGregor's garden: your father had an accident there. [1]"
-    )
-    assert [c.chunk_id for c in citations] == ["c2", "c1"]

@@ -226,8 +226,71 @@ def test_sentences_keep_closing_quotes_and_brackets_with_their_sentence():
     assert split(text) == ['"I can\'t," said Tom.', '"Why not?"', "(It was late.)", "Next."]
 
 
-def test_a_question_inside_dialogue_ends_a_sentence():
-    assert split('"Stop!" cried he. She ran.') == ['"Stop!"', "cried he.", "She ran."]
+def test_dialogue_tags_stay_with_the_speech_they_follow():
+    assert split('"Stop!" cried he. She ran.') == ['"Stop!" cried he.', "She ran."]
+    assert split("'Who is there?' asked the wolf. 'It is I,' said the kid.") == [
+        "'Who is there?' asked the wolf.",
+        "'It is I,' said the kid.",
+    ]
+
+
+def test_a_question_inside_dialogue_followed_by_a_capital_ends_a_sentence():
+    assert split("“I have it! It has happened before.”") == ["“I have it!", "It has happened before.”"]
+
+
+# Golden cases from the real books (Sherlock Holmes, Grimm, Moby-Dick, Alice, Potter).
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "The letter was superscribed to “Sherlock Holmes, Esq. To be left till called for.” My friend "
+            "tore it open.",
+            [
+                "The letter was superscribed to “Sherlock Holmes, Esq. To be left till called for.”",
+                "My friend tore it open.",
+            ],
+        ),
+        (
+            "the daughter of Aloysius Doran, Esq., of San Francisco, Cal., U.S.A. That is all.",
+            ["the daughter of Aloysius Doran, Esq., of San Francisco, Cal., U.S.A.", "That is all."],
+        ),
+        (
+            "The initials “H. B.” were scrawled upon one side. It was pierced in the brim.",
+            ["The initials “H. B.” were scrawled upon one side.", "It was pierced in the brim."],
+        ),
+        (
+            "“Mr. Holmes, you are a wonder!” said Mr. Wilson. Dr. Watson laughed.",
+            ["“Mr. Holmes, you are a wonder!” said Mr. Wilson.", "Dr. Watson laughed."],
+        ),
+        ('"Come here," said he. "Now!"', ['"Come here," said he.', '"Now!"']),
+        (
+            'And said, "Table, be covered!" all at once the table had a cloth on it. He was glad.',
+            ['And said, "Table, be covered!" all at once the table had a cloth on it.', "He was glad."],
+        ),
+        (
+            "“Out of the way, Commodore!” cried one. “Hard down with your tail, there!” cried a second.",
+            ["“Out of the way, Commodore!” cried one.", "“Hard down with your tail, there!” cried a second."],
+        ),
+        (
+            "the Quog Whale; the Blue Whale; etc. From Icelandic authorities.",
+            ["the Quog Whale; the Blue Whale; etc.", "From Icelandic authorities."],
+        ),
+        ("It weighed 3.5 tons. Then it sank.", ["It weighed 3.5 tons.", "Then it sank."]),
+        (
+            "THE FROG-PRINCE\n\nOne fine evening a young princess went into a wood.",
+            ["THE FROG-PRINCE", "One fine evening a young princess went into a wood."],
+        ),
+        (
+            'Then he went back again, and said to Grethel,\n\n"Be easy, dear little sister." And he slept.',
+            [
+                'Then he went back again, and said to Grethel,\n\n"Be easy, dear little sister."',
+                "And he slept.",
+            ],
+        ),
+    ],
+)
+def test_sentences_golden_cases_from_the_books(text: str, expected: list[str]):
+    assert split(text) == expected
 
 
 def test_title_abbreviations_are_abbreviations():

@@ -1,0 +1,169 @@
+"""The reader: question kinds, sentence relevance, passages that read on their own, book passages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from folio.nodes import reading
+from folio.nodes.reading import (
+    asked,
+    needs_previous,
+    passage,
+    read_book,
+    relevance,
+    word_scores,
+)
+from folio.nodes.types import Hit
+from tests.conftest import BOOKS
+
+GRIMM = BOOKS / "txt" / "pg19068_grimm_household-stories_lucy-crane.txt"
+
+
+def hit(chunk_id: str, chapter: str, start: int, end: int, rank_score: float = 1.0) -> Hit:
+    return Hit("book", "ch", "Chapter", chunk_id, start, end, rank_score, chapter[start:end])
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("Who were the brother and sister living with after their mom died?", "who"),
+        ("When did Peter lose his jacket?", "when"),
+        ("Where did the witch live?", "where"),
+        ("Why did the two decide to leave?", "why"),
+        ("How did Gretel kill the witch?", "how"),
+        ("How many kids did the goat have?", "how-many"),
+        ("What is a whale?", "what-is"),
+        ("What did the prince find in the tower?", "other"),
+        ("In what year was it written?", "when"),
+    ],
+)
+def test_the_kind_of_answer_a_question_asks_for(question: str, kind: str) -> None:
+    assert asked(question) == kind
+
+
+@pytest.mark.parametrize(
+    ("sentence", "dependent"),
+    [
+        ("He ran home.", True),
+        ("But the wicked mother-in-law was very unhappy.", True),
+        ("Then Grethel gave her a push.", True),
+        ("This was the sign they waited for.", True),
+        ("and so they lived happily.", True),
+        ("wicked witch.” She laughed.", True),
+        ("Peter ran home.", False),
+        ("“Come here,” said he.", False),
+        ("Hansel and Grethel sat by the fire.", False),
+    ],
+)
+def test_a_sentence_opening_with_a_pronoun_or_connective_needs_its_predecessor(
+    sentence: str, dependent: bool
+) -> None:
+    assert needs_previous(sentence) is dependent
+
+
+def test_passage_takes_the_predecessor_a_pronoun_needs_in_reading_order() -> None:
+    texts = ["The sky was grey.", "Peter lost his jacket.", "He cried all the way home.", "It rained."]
+    assert passage(texts, [0.0, 0.1, 0.9, 0.0], max_words=11) == (1, 2)
+
+
+def test_passage_adds_neighbours_the_following_first_while_they_fit() -> None:
+    texts = [
+        "Peter went out.",
+        "Peter lost his jacket in the garden.",
+        "Mr. McGregor found it.",
+        "Night fell.",
+    ]
+    assert passage(texts, [0.5, 0.9, 0.1, 0.1], max_words=11) == (1, 2)  # 7 + 4 words
+    assert passage(texts, [0.5, 0.9, 0.1, 0.1], max_words=60) == (0, 1, 2, 3)
+
+
+def test_passage_adds_a_neighbour_only_when_it_scores_close_when_so_tuned(monkeypatch) -> None:
+    monkeypatch.setattr(reading, "NEIGHBOUR_SHARE", 0.75)
+    texts = [
+        "Peter went out.",
+        "Peter lost his jacket in the garden.",
+        "Mr. McGregor found it.",
+        "Night fell.",
+    ]
+    assert passage(texts, [0.0, 0.9, 0.8, 0.1], max_words=60) == (1, 2)
+    assert passage(texts, [0.0, 0.9, 0.2, 0.1], max_words=60) == (1,)
+
+
+def test_passage_stays_within_max_words_but_keeps_a_long_best_sentence() -> None:
+    long = " ".join(["word"] * 70) + "."
+    texts = ["He was there.", long, "It was done."]
+    assert passage(texts, [0.8, 0.9, 0.8], max_words=60) == (1,)  # the best alone is over 60 words
+    assert passage([], [], 60) == ()
+
+
+def test_a_when_question_prefers_the_sentence_with_a_time() -> None:
+    texts = ["The soldier came to the castle gate.", "The soldier came to the castle at midnight."]
+    scores = relevance("When did the soldier come to the castle?", texts)
+    assert scores[1] > scores[0]
+
+
+def test_a_why_question_prefers_the_sentence_with_a_reason() -> None:
+    texts = ["The children left the house.", "The children left the house because they were hungry."]
+    scores = relevance("Why did the children leave the house?", texts)
+    assert scores[1] > scores[0]
+
+
+def test_relevance_is_between_zero_and_one_per_text() -> None:
+    scores = relevance("Who is Ahab?", ["Ahab is the captain.", "The sea.", ""])
+    assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
+    assert relevance("Who is Ahab?", []) == ()
+
+
+def test_word_scores_weigh_rare_words_and_match_inflections() -> None:
+    texts = ["Hansel walked.", "Hansel dropped the white pebbles.", "Hansel slept."]
+    scores = word_scores("Why did Hansel drop pebbles?", texts)
+    assert scores[1] == max(scores) and scores[1] == pytest.approx(1.0)
+    assert scores[0] < 0.5  # "Hansel" is in every text: it counts least (a name counts double)
+
+
+def _grimm_story(title: str) -> str:
+    text = GRIMM.read_text(encoding="utf-8")
+    start = text.index(title + "\n")
+    return text[start : start + 6000]
+
+
+def test_overlapping_chunks_give_each_sentence_once_with_chapter_offsets() -> None:
+    chapter = _grimm_story("HANSEL AND GRETHEL")
+    hits = [hit("c1", chapter, 0, 2000), hit("c2", chapter, 1800, 3800)]
+    passages = read_book(
+        "What did the woodcutter's wife tell him to do with the children?",
+        hits,
+        lambda b, c: chapter,
+        None,
+        max_words=60,
+        max_passages=5,
+    )
+    quotes = [q for p in passages for q in p.quotes]
+    assert quotes and len({(q.start, q.end) for q in quotes}) == len(quotes)
+    for q in quotes:
+        assert " ".join(chapter[q.start : q.end].split()) == q.text
+        assert q.chunk_id in ("c1", "c2")
+    for p in passages:
+        assert [q.start for q in p.quotes] == sorted(q.start for q in p.quotes)
+        assert p.words <= 60 or len(p.quotes) == 1
+
+
+def test_a_chunk_cut_mid_sentence_is_read_whole_from_the_chapter() -> None:
+    chapter = _grimm_story("HANSEL AND GRETHEL")
+    cut = chapter.index("the white flints") - 40  # a chunk starting in the middle of the flints sentence
+    hits = [hit("c1", chapter, cut, cut + 1500)]
+    passages = read_book("What did Hansel fill his pocket with?", hits, lambda b, c: chapter, None, 60, 3)
+    first = passages[0].quotes[0]
+    assert first.start < cut or chapter[first.start].isupper() or chapter[first.start] in "\"'“‘"
+    without_chapter = read_book("What did Hansel fill his pocket with?", hits, lambda b, c: None, None, 60, 3)
+    assert all(not q.text[:1].islower() for p in without_chapter for q in p.quotes)
+
+
+def test_no_hits_no_passages() -> None:
+    assert read_book("Anything?", [], lambda b, c: None) == ()
+
+
+def test_the_grimm_text_is_the_real_book() -> None:
+    assert Path(GRIMM).is_file()
