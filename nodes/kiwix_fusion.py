@@ -55,6 +55,7 @@ from folio.nodes.types import (
 
 PARAGRAPH_POOL = 8  # paragraphs ranked by words first; these best ones again with the encoder
 OPENING_MARGIN = 0.15  # the article's opening paragraph (its summary) answers unless another beats it by this
+ROW_SHARE = 0.8  # table rows kept: those scoring at least this share of the best row
 TABLE_MARGIN = 0.2  # a table answers only when its relevance beats every paragraph's by this much
 
 # --- pure helpers ----------------------------------------------------------------------------------
@@ -152,14 +153,23 @@ def _sentence_passage(
 
 
 def _table_passage(question: str, table: str, max_words: int) -> str:
-    """A table's header row and the rows the reader picks (by words), one row a line."""
+    """A table's header row and its best rows (by the reader, words only), one row a line.
+
+    Rows stand alone, so no neighbours are added: the best row and the rows scoring at least
+    ``ROW_SHARE`` of it, in table order, within ``max_words``.
+    """
     rows = table.split("\n")
     if len(rows) <= 1:
         return table
     header, body = rows[0], rows[1:]
-    budget = max(1, max_words - len(header.split()))
-    picked = reading.passage(body, reading.relevance(question, body), budget)
-    return "\n".join([header, *(body[i] for i in picked)])
+    scores = reading.relevance(question, body)
+    best = max(scores)
+    kept, words = [header], len(header.split())
+    for row, score in zip(body, scores, strict=True):
+        if score >= ROW_SHARE * best and (len(kept) == 1 or words + len(row.split()) <= max_words):
+            kept.append(row)
+            words += len(row.split())
+    return "\n".join(kept)
 
 
 def _article_passage(question: str, article: Article, encoder: Any, max_words: int) -> tuple[str, str]:
