@@ -222,7 +222,8 @@ def test_comparison_table_marks_best_values_and_formats_numbers() -> None:
         "------  -------  -------------  ------  -------  -------  --  -----------------  -------",
         "aaaa    lex      q.json         0.500    0.400   12.000*  4                 3/1      1.5",
         "bbbb    hybrid   q.json         0.750*       -   20.500   4                 0/4      0.5",
-        "* best per question file (lower is better for *_ms and unsupported_rate, higher for rates)",
+        "* best per question file (lower is better for *_ms, unsupported, duplicate, fragment and "
+        "short-line rates, higher for other rates)",
     ]
     only = store.comparison_table(runs, metrics=["unsupported_rate"]).splitlines()
     assert only[0].split() == [
