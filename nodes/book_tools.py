@@ -52,6 +52,7 @@ whose words read like a passage ("How did the Titanic sink?" against Moby-Dick).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,6 +67,7 @@ from folio.nodes.backends.tools import (
 )
 from folio.nodes.scores import fuse_convex
 from folio.nodes.text import (
+    base_word,
     content_words,
     coverage,
     fold,
@@ -73,7 +75,6 @@ from folio.nodes.text import (
     question_kind,
     stem,
     stems,
-    strip_possessives,
     tokens,
 )
 from folio.nodes.types import SEMANTIC_UNAVAILABLE, BookEvidence, ConceptMap, Hit, RouteDecision
@@ -147,32 +148,27 @@ def _one_edit(a: str, b: str) -> bool:
 
 def _missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
     """The question's names that the evidence ``texts`` do not hold. A name is held when each of its
-    content words is in the texts (light stems, any case; one slip forgiven against a name there)
+    content words is in the texts (light stems, any case; one slip after the first two letters forgiven
+    against a name there)
     and its last word is there capitalised, as a name, or the whole name is there as consecutive words
     ("Captain Hook" is not held by a text about a captain and his hooks; "Red-Headed League" is held by
     "the Redheaded League", "Puddle-Ducks" by "Puddle-ducks")."""
     names = _names(question)
     if not names:
         return ()
-    words: set[str] = set()
-    capitalised: set[str] = set()
-    runs: list[str] = []
-    for text in texts:
-        toks = tokens(strip_possessives(text))
-        runs.append(" " + " ".join(fold(t) for t in toks) + " ")
-        for tok in toks:
-            word = stem(fold(tok))
-            words.add(word)
-            if tok[0].isupper():
-                capitalised.add(word)
+    wanted = [stem(w) for name in names for w in content_words(" ".join(name))]
+    prefixes = {w[:2] for w in wanted}
+    seen = {tok for text in texts for tok in tokens(text) if tok[:2].lower() in prefixes}  # the few that may
+    words = {stem(base_word(fold(tok))) for tok in seen}
+    capitalised = {stem(base_word(fold(tok))) for tok in seen if tok[0].isupper()}
     missing = []
     for name in names:
         content = [stem(w) for w in content_words(" ".join(name))]
         head = name[-1]
         as_name = not head.isalpha() or _near(stem(fold(head)), capitalised, capitalised)
         if not as_name:
-            phrase = " " + " ".join(fold(t) for t in name) + " "
-            as_name = any(phrase in run for run in runs)
+            phrase = re.compile(r"\b" + r"\W+".join(re.escape(t) for t in name) + r"\b", re.IGNORECASE)
+            as_name = any(phrase.search(text) for text in texts)
         if not as_name or not all(_near(w, words, capitalised) for w in content):
             missing.append(" ".join(name))
     return tuple(missing)
