@@ -86,3 +86,32 @@ def test_cli_eval_prints_the_metrics_json(fairytale_library, tmp_path):
     }
     assert set(metrics) == retrieval | answers
     assert metrics["hit@10"] >= metrics["hit@5"] >= metrics["hit@1"] > 0.5
+
+
+def test_cli_eval_prints_the_refusal_and_answered_rates_of_library_questions(
+    fairytale_library, tmp_path, capsys
+):
+    from folio.dataflows.cli import main
+
+    rows = [
+        {"question": "Who is Count Dracula?", "expect": "refuse"},
+        {"question": "How does photosynthesis turn sunlight into sugar?", "expect": "refuse"},
+        {"question": "Who was the chief mate of the Pequod?", "expect": "refuse"},  # Moby-Dick is not here
+        {
+            "question": "What did Peter's mother give him when he was ill?",
+            "expect": "answer",
+            "answers": ["camomile tea"],
+        },
+        {
+            "question": "What did the Queen put under the mattresses to test the princess?",
+            "expect": "answer",
+            "answers": ["pea"],
+        },
+    ]
+    path = tmp_path / "library.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert main(["eval", str(path), "--library", str(fairytale_library)]) == 0
+    lines = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines() if line.strip())
+    assert float(lines["refusal_rate"]) == 1.0 and float(lines["answered_rate"]) == 1.0
+    assert float(lines["answer_in_text"]) == 1.0  # both accepted answers are in the answer text
+    assert lines["located"].strip() == "0"  # no gold passages: retrieval is not measured
