@@ -27,7 +27,8 @@
    MiniLM cosine on 120-token windows). Without semantic hits (semantic search unavailable) (b) is the
    words alone at ``LEXICAL_ONLY_COVERAGE`` (0.5). Nothing retrieved is insufficient. Insufficient
    evidence in candidate chapters widens the search to the whole routed books, once (``widened``);
-   whole-book evidence is never widened again; insufficient whole-book evidence is the refusal.
+   whole-book evidence is never widened again; insufficient whole-book evidence is the refusal, with a
+   note naming the names the books do not hold ("Not in the books searched: Moriarty").
    Calibrated on the odd-numbered questions of ``tests/qa/library_questions.jsonl`` (40 off-library,
    40 in-library, over the sample library): a question about something no book holds names a thing no
    book mentions (Dracula, Captain Hook) or reads unlike every passage (similarity under 0.44 for
@@ -249,6 +250,10 @@ def _evidence(
         lexical, semantic = found.get("text_search", ()), found.get("semantic_search", ())
         ok = _sufficient(clause, lexical, semantic, min_coverage, min_similarity)
         scope = None
+    if not ok and (lexical or semantic):
+        missing = _missing_names(clause, [h.text for h in (*lexical[:10], *semantic[:10])])
+        if missing:
+            notes.append(f"Not in the books searched: {', '.join(missing)}")
     primary, secondary = found.get(plan[0], ()), found.get(plan[1], ())
     hits = _fused(primary, secondary, weight, k)
     return BookEvidence(hits, kind, scope, tuple(searched), ok and bool(hits), widened, tuple(notes))

@@ -255,6 +255,8 @@ def test_off_library_questions_are_refused_and_in_library_ones_answered(fairytal
     for question in OFF_LIBRARY:
         answer = ask(question, library=fairytale_library, config={"llm": "none"})
         assert answer.answer.startswith(NOT_FOUND) and not answer.citations, question
+    answer = ask("Who killed Tybalt?", library=fairytale_library, config={"llm": "none"})
+    assert "Not in the books searched: Tybalt" in answer.notes
     for question in IN_LIBRARY:
         answer = ask(question, library=fairytale_library, config={"llm": "none"})
         assert not answer.answer.startswith(NOT_FOUND) and answer.citations, question
