@@ -12,8 +12,9 @@ Question formats
   answer. Kiwix and book lines may share one file.
 - Library JSONL lines ``{question, expect: "answer"|"refuse", answers?, book_file?, gold_quote?}``:
   asked over the whole library, as a user would, the router deciding; ``book_file`` and
-  ``gold_quote``, when given, locate a gold passage as for book lines. ``tests/qa/library_questions.jsonl`` holds the
-  off-library ("refuse") and in-library ("answer") questions of the sample library.
+  ``gold_quote``, when given, locate a gold passage as for book lines.
+  ``tests/qa/library_questions.jsonl`` holds the off-library ("refuse") and in-library ("answer")
+  questions of the sample library.
 
 A retrieved chunk is a hit when it covers at least half of the gold span's characters (JSONL: when it
 contains the gold quote, or lies in the gold chapter when there is no quote). The question's book is
