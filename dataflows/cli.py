@@ -292,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser(
-        "eval", help="retrieval and answer metrics for a question file (FairytaleQA CSV, book or Kiwix JSONL)"
+        "eval",
+        help="retrieval and answer metrics (lenient and strict) for a question file (FairytaleQA CSV, book, "
+        "Kiwix or library JSONL; library lines with expect: refuse|answer give refusal_rate / answered_rate)",
     )
     p.add_argument("qa_file")
     library_opt(p)

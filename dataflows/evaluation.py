@@ -7,8 +7,10 @@
 ``evaluate`` builds the DAG's inputs from the config: the search DAG (``dataflows.drivers``) as the
 book ``searcher``; the Kiwix DAG (``dataflows.kiwix_query``, one archive set or kiwix-serve per run,
 opened only when a Kiwix question comes) as the ``kiwix_searcher``; the ask graph
-(``dataflows.asking``) scoped to the question's book, or to Kiwix alone, as the ``answerer``; and a
-resolver of citations to their text (``evidence_text``). ``folio eval`` and ``folio experiment``
+(``dataflows.asking``) scoped to the question's book, to the whole library (library questions, without
+Kiwix), or to Kiwix alone, as the ``answerer``; a resolver of citations to their text
+(``evidence_text``: a book citation's span is its chunk's or lies inside it, and its ``quote``, when it
+has one, is the text there) and to their chunk (``cited_chunk``). ``folio eval`` and ``folio experiment``
 (``dataflows.experiments``) are fronts of it; ``evaluate_file`` keeps the older dict-returning call.
 
 Limitations: Kiwix questions need ``zim_paths`` (libzim) or ``kiwix_url`` (http) in the config; the
@@ -73,6 +75,11 @@ class EvalRun:
                     "tool_calls": c.tool_calls if c else None,
                     "answer_latency_ms": c.latency_ms if c else None,
                     "cited": json.dumps(list(c.cited)) if c else None,
+                    "in_text": c.in_text if c else None,
+                    "answer_words": c.words if c else None,
+                    "first_citation_gold": c.first_gold if c else None,
+                    "refused": c.refused if c else None,
+                    "expect": (c.expect or None) if c else None,
                 }
             )
         return out
@@ -127,6 +134,19 @@ class _Kiwix:
             self.backend.close()
 
 
+def _grounded(c: Citation, chunk: Hit, text: str) -> bool:
+    """A book citation resolves to real text: its span is its chunk's (chunk citations) or lies inside it
+    (sentence citations), in the chunk's chapter, and its quote, when it has one, is the text there."""
+    if chunk.chapter_id != c.chapter_id or not text.strip():
+        return False
+    if (c.start, c.end) == (chunk.start, chunk.end):
+        return text == chunk.text
+    if not chunk.start <= c.start < c.end <= chunk.end:
+        return False
+    quote = getattr(c, "quote", "") or ""
+    return not quote or " ".join(quote.split()) == " ".join(text.split())
+
+
 @contextlib.contextmanager
 def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str, Any]]:
     """The evaluation DAG's inputs for ``cfg`` over ``lib`` (Kiwix opened lazily, closed on exit).
@@ -156,6 +176,10 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
                 run_cfg = book_cfg
                 encoder, _ = query_encoder(cfg)
                 book_stores, concept_maps = {store.book_id: store}, {store.book_id: maps[store.book_id]}
+            elif item.kind == "library":
+                run_cfg = book_cfg
+                encoder, _ = query_encoder(cfg)
+                book_stores, concept_maps = dict(by_id), dict(maps)
             else:
                 run_cfg = cfg
                 encoder, book_stores, concept_maps = None, {}, {}
@@ -173,19 +197,26 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
             overrides.update(shared_resources(run_cfg, dr, ["llm_connection"]))
             return dr.execute(["answer"], inputs=inputs, overrides=overrides)["answer"]
 
-        def evidence_text(c: Citation) -> str | None:
-            if c.kind == "kiwix":
-                return kiwix.article_text(c.zim, c.path)
+        def cited_chunk(c: Citation) -> Hit | None:
             store = by_id.get(c.book_id)
             if c.kind != "book" or store is None:
                 return None
             try:
-                chunk = store.chunk(c.chunk_id)
-                text = store.chapter_text(c.chapter_id)[c.start : c.end]
+                return store.chunk(c.chunk_id)
             except FolioError:
                 return None
-            same = (chunk.chapter_id, chunk.start, chunk.end) == (c.chapter_id, c.start, c.end)
-            return text if same and text == chunk.text else None
+
+        def evidence_text(c: Citation) -> str | None:
+            if c.kind == "kiwix":
+                return kiwix.article_text(c.zim, c.path)
+            chunk = cited_chunk(c)
+            if chunk is None:
+                return None
+            try:
+                text = by_id[c.book_id].chapter_text(c.chapter_id)[c.start : c.end]
+            except FolioError:
+                return None
+            return text if _grounded(c, chunk, text) else None
 
         try:
             yield {
@@ -194,6 +225,7 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
                 "kiwix_searcher": kiwix.ranked,
                 "answerer": answerer,
                 "evidence_text": evidence_text,
+                "cited_chunk": cited_chunk,
             }
         finally:
             kiwix.close()
@@ -209,7 +241,7 @@ def evaluate(
     cfg = _config(config, {})
     cfg["search_k"] = max(int(cfg.get("search_k") or 10), 10)
     items = evaluation.qa_items(str(qa_file))
-    if any(i.kind == "book" for i in items) and not lib.descriptors():
+    if any(i.kind in ("book", "library") for i in items) and not lib.descriptors():
         raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
     dr = eval_driver(cfg)
     with evaluation_inputs(cfg, lib) as inputs:

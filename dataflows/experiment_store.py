@@ -396,15 +396,32 @@ def load_results(db_path: str | Path, run_id: str) -> list[dict[str, Any]]:
 
 
 # --- presenting ----------------------------------------------------------------------------------------
+LOWER_IS_BETTER: frozenset[str] = frozenset(
+    {"unsupported_rate", "duplicate_rate", "fragment_rate", "short_line_rate"}
+)
+"""Rates where lower is better (with every ``*_ms``)."""
+NEITHER: frozenset[str] = frozenset({"refusal_rate", "answer_words_p50"})
+"""Metrics with no better direction in general (a refusal is right off-library only; words: shorter
+reads faster but says less)."""
+
+
 def is_rate(name: str) -> bool:
-    """Whether a metric is a rate in 0..1 (hit@k, MRR, *_rate, containment): higher is better."""
-    return name.startswith(("hit@", "mrr")) or name.endswith("rate") or "contain" in name
+    """Whether a metric is a rate in 0..1 (hit@k, MRR, *_rate, containment, answer_in_text,
+    first_citation_gold)."""
+    return (
+        name.startswith(("hit@", "mrr"))
+        or name.endswith("rate")
+        or "contain" in name
+        or name in ("answer_in_text", "first_citation_gold")
+    )
 
 
 def _direction(name: str) -> int:
     """+1 when higher is better, -1 when lower is better, 0 when neither (counts and unknown metrics)."""
-    if name.endswith("_ms") or name == "unsupported_rate":
+    if name.endswith("_ms") or name in LOWER_IS_BETTER:
         return -1
+    if name in NEITHER:
+        return 0
     return 1 if is_rate(name) else 0
 
 
@@ -431,8 +448,9 @@ def comparison_table(runs: Sequence[Mapping[str, Any]], metrics: Sequence[str] |
 
     Numbers to 3 decimals (ints as ints, ``None`` as ``-``), then the cache counts ``executed/from_cache``
     and the seconds. The best value of each metric per question file is marked ``*`` (higher is better for
-    ``hit@*``, ``mrr*``, ``*rate`` and ``*contain*``; lower for ``*_ms`` and ``unsupported_rate``; other
-    metrics are not marked), only where at least two runs have a value; ties are all marked.
+    ``hit@*``, ``mrr*``, ``*rate``, ``*contain*``, ``answer_in_text`` and ``first_citation_gold``; lower
+    for ``*_ms`` and ``LOWER_IS_BETTER``; ``NEITHER`` and other metrics are not marked), only where at
+    least two runs have a value; ties are all marked.
     """
     if not runs:
         return "(no runs)"
@@ -490,7 +508,8 @@ def comparison_table(runs: Sequence[Mapping[str, Any]], metrics: Sequence[str] |
     out = [render(header), "  ".join("-" * w for w in widths), *(render(cells) for cells in lines)]
     if marked:
         out.append(
-            "* best per question file (lower is better for *_ms and unsupported_rate, higher for rates)"
+            "* best per question file (lower is better for *_ms, unsupported, duplicate, fragment and "
+            "short-line rates, higher for other rates)"
         )
     return "\n".join(out)
 

@@ -10,10 +10,12 @@ An experiment file (YAML) names what to compare::
       search_mode: [lexical, semantic, hybrid]
     variants: [{hybrid_lexical_weight: 0.5}]   # ... and/or an explicit list of override sets
     baselines: [bm25s, dense_exact]     # default: both; [] for none
-    questions: [../../../shared/data/qa/fairytaleqa/questions.csv]
+    questions: [../../../shared/data/qa/fairytaleqa/questions.csv]   # library questions (``expect``,
+                                        # e.g. tests/qa/library_questions.jsonl) go over every book
     books: [../../../shared/data/books] # optional: the books to ingest (default: the library's
                                         # books that the questions name)
-    metrics: [hit@1, hit@5, mrr@10]     # the columns shown (every metric is saved)
+    metrics: [hit@1, hit@5, mrr@10]     # the columns shown (every metric is saved), e.g. also
+                                        # answer_in_text, first_citation_gold, refusal_rate
 
 Each variant runs through the same drivers: its books are ingested into a *variant library*
 (``LIBRARY/experiments/libraries/<hash of the ingest config>/``) whose node and embedding caches are
@@ -223,10 +225,12 @@ def ingest_hash(config: Mapping[str, Any]) -> str:
 
 
 def _book_sources(experiment: Experiment, library: Library) -> list[Path]:
-    """The book files the experiment's questions need: its ``books``, else the library's books they name."""
-    named = {
-        Path(i.book_file).name for q in experiment.questions for i in qa_items(str(q)) if i.kind == "book"
-    }
+    """The book files the experiment's questions need: its ``books``, else the library's books they name
+    (every book of the library when a question is asked over the whole library)."""
+    items = [i for q in experiment.questions for i in qa_items(str(q))]
+    named = {Path(i.book_file).name for i in items if i.kind == "book"}
+    if any(i.kind == "library" for i in items) and not experiment.books:
+        named |= {Path(b["source_file"]).name for b in library.descriptors()}
     if experiment.books:
         files = book_files(experiment.books)
         missing = sorted(named - {f.name for f in files})

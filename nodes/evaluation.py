@@ -10,6 +10,11 @@ Question formats
 - Kiwix JSONL lines ``{question, answers, gold_zim, gold_path}``: the gold is an article; a question
   is a hit at k when the article is among the Kiwix pipeline's top k candidates or is cited in the
   answer. Kiwix and book lines may share one file.
+- Library JSONL lines ``{question, expect: "answer"|"refuse", answers?, book_file?, gold_quote?}``:
+  asked over the whole library, as a user would, the router deciding; ``book_file`` and
+  ``gold_quote``, when given, locate a gold passage as for book lines.
+  ``tests/qa/library_questions.jsonl`` holds the off-library ("refuse") and in-library ("answer")
+  questions of the sample library.
 
 A retrieved chunk is a hit when it covers at least half of the gold span's characters (JSONL: when it
 contains the gold quote, or lies in the gold chapter when there is no quote). The question's book is
@@ -26,9 +31,27 @@ answers with citations); ``unsupported_rate`` ("could not find support" answers)
 (a cited chunk is a hit for the gold, or the gold article is cited; over located questions);
 ``tool_calls_mean``; ``answer_p50_ms``/``answer_p95_ms``.
 
+Strict answer metrics (beside the lenient ones; the answer *text* is the answer with its citation
+markers such as ``[1]`` removed; the refusal is the text opening with ``NOT_FOUND`` or ``NO_RESULTS``):
+``answer_in_text`` (a normalised accepted answer inside the answer text only, over questions with
+accepted answers; a refusal never contains it); ``answer_words_p50`` (median words of the answer text,
+over non-refusals); ``first_citation_gold`` (books: the first citation is in the gold chapter and its
+span and the gold span overlap by at least half of the shorter one, so a sentence citation inside the
+gold passage and a chunk holding half of it both count; a gold chapter without a quote: that chapter;
+Kiwix: the first citation is the gold article; over questions with a located gold);
+``duplicate_rate`` (answers in which a sentence repeats, normalised, over non-refusals);
+``fragment_rate`` (answer lines, headings and bullets aside, starting mid-sentence: a lower-case letter
+or punctuation other than an opening quotation mark or bracket); ``short_line_rate`` (answer lines of
+three words or fewer); ``refusal_rate`` (refusals among the ``expect: refuse`` questions) and
+``answered_rate`` (non-refusals among the ``expect: answer`` questions), present only when the file
+has such questions. ``gold_cited_rate`` is judged on the cited *chunks* (``cited_chunk``), so it keeps
+its meaning when citations are sentence spans.
+
 Inputs (from ``dataflows.evaluation``): ``qa_file``; ``stores_by_file`` (source file name → BookStore);
 ``searcher(question, store) -> hits``; ``kiwix_searcher(question) -> ranked (zim, path)``;
-``answerer(item, store | None) -> Answer``; ``evidence_text(citation) -> text | None``.
+``answerer(item, store | None) -> Answer`` (store None: a library or Kiwix question);
+``evidence_text(citation) -> text | None``; ``cited_chunk(citation) -> Hit | None`` (the chunk a book
+citation names).
 Config keys: ``search_k`` (depth searched, at least 10), ``eval_answers`` (variant key: true runs the
 answer checks, false skips them).
 Limitations: containment is a strict test for FairytaleQA's free-form answers (written by annotators,
@@ -39,6 +62,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -49,8 +73,8 @@ import numpy as np
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.book_store import BookStore
-from folio.nodes.text import word_spans, words
-from folio.nodes.types import NOT_FOUND, Answer, Citation, FolioError, Hit
+from folio.nodes.text import sentences, word_spans, words
+from folio.nodes.types import NO_RESULTS, NOT_FOUND, Answer, Citation, FolioError, Hit
 
 SHINGLE = 5
 
@@ -66,10 +90,11 @@ class QAItem:
     answers: tuple[str, ...] = ()
     gold_zim: str = ""  # Kiwix questions: the gold article
     gold_path: str = ""
+    expect: str = ""  # library questions: "answer" or "refuse" (asked over the whole library)
 
     @property
     def kind(self) -> str:
-        return "kiwix" if self.gold_zim else "book"
+        return "kiwix" if self.gold_zim else "library" if self.expect else "book"
 
 
 @dataclass(frozen=True)
@@ -94,6 +119,15 @@ class AnswerCheck:
     tool_calls: int
     latency_ms: float
     cited: tuple[str, ...] = ()  # "book_id/chunk_id" or "zim/path"
+    in_text: bool | None = None  # an accepted answer in the answer text itself (None: no accepted answers)
+    words: int = 0  # words of the answer text (citation markers stripped)
+    first_gold: bool | None = None  # the first citation covers the gold (None: no gold located)
+    refused: bool = False  # the answer is the refusal (or no source answered)
+    duplicated: bool = False  # a sentence of the answer repeats
+    lines: int = 0  # answer lines (blank lines and headings aside)
+    fragment_lines: int = 0  # lines starting mid-sentence
+    short_lines: int = 0  # lines of three words or fewer
+    expect: str = ""  # library questions: "answer" or "refuse"
 
 
 @dataclass(frozen=True)
@@ -138,6 +172,19 @@ def _read_fairytaleqa(path: Path) -> tuple[QAItem, ...]:
 def _jsonl_item(row: dict, n: int) -> QAItem:
     answers = tuple(str(a) for a in row.get("answers") or ())
     qid = str(row.get("id", n))
+    expect = str(row.get("expect") or "")
+    if expect not in ("", "answer", "refuse"):
+        raise ValueError(f"expect must be answer or refuse, not {expect!r}")
+    if expect:
+        return QAItem(
+            qid=qid,
+            question=row["question"],
+            book_file=str(row.get("book_file") or ""),
+            gold_quote=row.get("gold_quote") or "",
+            gold_chapter=row.get("gold_chapter") or "",
+            answers=answers,
+            expect=expect,
+        )
     if row.get("gold_zim"):
         return QAItem(
             qid=qid,
@@ -218,6 +265,18 @@ def _norm(text: str) -> str:
     return " ".join(words(text))
 
 
+def _quote_span(quote: str, text: str) -> tuple[int, int] | None:
+    """The character span of a normalised quote's first occurrence in ``text`` (None: not there)."""
+    toks, spans = _word_spans(text)
+    joined = " ".join(toks)
+    pos = joined.find(quote) if quote else -1
+    if pos < 0:
+        return None
+    first = joined[:pos].count(" ")
+    last = first + quote.count(" ")
+    return spans[first][0], spans[last][1]
+
+
 def _locate(item: QAItem, store: BookStore, aligner: _BookAligner | None) -> GoldSpan | None:
     if item.passages:
         assert aligner is not None
@@ -231,8 +290,9 @@ def _locate(item: QAItem, store: BookStore, aligner: _BookAligner | None) -> Gol
     if item.gold_quote:
         quote = _norm(item.gold_quote)
         for chapter in store.descriptor["chapters"]:
-            if quote in _norm(store.chapter_text(chapter["chapter_id"])):
-                return GoldSpan(store.book_id, chapter["chapter_id"], 0, chapter["length"], quote=quote)
+            span = _quote_span(quote, store.chapter_text(chapter["chapter_id"]))
+            if span is not None:
+                return GoldSpan(store.book_id, chapter["chapter_id"], *span, quote=quote)
         return None
     if item.gold_chapter:
         want = item.gold_chapter.strip().lower()
@@ -305,6 +365,28 @@ def _metrics(records: Sequence[EvalRecord]) -> dict[str, float | int | None]:
                 "answer_p95_ms": _percentile(answer_ms, 95),
             }
         )
+        out.update(_strict_metrics(checks))
+    return out
+
+
+def _strict_metrics(checks: Sequence[AnswerCheck]) -> dict[str, float | int | None]:
+    """The strict answer metrics of the module docstring (None where nothing was measured)."""
+    answered = [c for c in checks if not c.refused]
+    lines = sum(c.lines for c in answered)
+    out: dict[str, float | int | None] = {
+        "answer_in_text": _rate([c.in_text for c in checks if c.in_text is not None]),
+        "answer_words_p50": _percentile([c.words for c in answered], 50) if answered else None,
+        "first_citation_gold": _rate([c.first_gold for c in checks if c.first_gold is not None]),
+        "duplicate_rate": _rate([c.duplicated for c in answered]),
+        "fragment_rate": round(sum(c.fragment_lines for c in answered) / lines, 4) if lines else None,
+        "short_line_rate": round(sum(c.short_lines for c in answered) / lines, 4) if lines else None,
+    }
+    refuse = [c.refused for c in checks if c.expect == "refuse"]
+    answer = [not c.refused for c in checks if c.expect == "answer"]
+    if refuse:
+        out["refusal_rate"] = _rate(refuse)
+    if answer:
+        out["answered_rate"] = _rate(answer)
     return out
 
 
@@ -327,6 +409,89 @@ def _contains_answer(accepted: Sequence[str], texts: Sequence[str]) -> bool | No
     return any(f" {a} " in h for a in wanted for h in haystacks)
 
 
+_MARKER = re.compile(r"[ \t]*\[\d+\]")
+_OPENERS = "\"'“‘«([{¿¡"  # a line may open with a quotation mark or a bracket
+_HEADING = re.compile(r"^\s*(#+\s|\*\*[^*]+\*\*\s*:?\s*$)")  # "## Title" or a bold title line
+_BULLET = re.compile(r"^\s*(?:[-*•]\s+|\d+[.)]\s+)")
+
+
+def _answer_text(answer: str) -> str:
+    """The answer as a reader sees its words: citation markers like ``[1]`` removed."""
+    return _MARKER.sub("", answer).strip()
+
+
+def _is_refusal(answer: str) -> bool:
+    """The refusal ("I could not find support…", or no source answered)."""
+    return answer.strip().startswith((NOT_FOUND, NO_RESULTS))
+
+
+def _answer_lines(text: str) -> list[str]:
+    """The answer's reading lines: blank lines and headings dropped, list bullets stripped."""
+    lines = []
+    for line in text.splitlines():
+        if not line.strip() or _HEADING.match(line):
+            continue
+        lines.append(_BULLET.sub("", line).strip())
+    return [line for line in lines if line]
+
+
+def _is_fragment(line: str) -> bool:
+    """The line starts mid-sentence: a lower-case letter, or punctuation other than an opening quote or
+    bracket."""
+    first = line.lstrip()[:1]
+    if not first:
+        return False
+    if first.isalpha():
+        return first.islower()
+    return not first.isdigit() and first not in _OPENERS
+
+
+def _is_short(line: str) -> bool:
+    """A line of three words or fewer (infobox or navbox residue)."""
+    return len(words(line)) <= 3
+
+
+def _has_duplicate(text: str) -> bool:
+    """Whether a sentence of the answer repeats (compared normalised, across lines)."""
+    seen: set[str] = set()
+    for line in _answer_lines(text):
+        for s, e in sentences(line):
+            key = _answer_norm(line[s:e])
+            if not key:
+                continue
+            if key in seen:
+                return True
+            seen.add(key)
+    return False
+
+
+def _overlaps(c_start: int, c_end: int, gold: GoldSpan) -> bool:
+    """The spans overlap by at least half of the shorter one (a sentence inside the gold passage, or a
+    chunk that holds half of it)."""
+    overlap = min(c_end, gold.end) - max(c_start, gold.start)
+    shorter = min(c_end - c_start, gold.end - gold.start)
+    return overlap > 0 and overlap * 2 >= shorter
+
+
+def _first_citation_gold(item: QAItem, gold: GoldSpan | None, citations: Sequence[Citation]) -> bool | None:
+    """The first citation is the gold article (Kiwix) or covers the gold passage (books: same chapter,
+    spans overlapping by half of the shorter one; a gold chapter without a quote: that chapter)."""
+    if item.gold_zim:
+        return bool(citations) and (citations[0].kind, citations[0].zim, citations[0].path) == (
+            "kiwix",
+            item.gold_zim,
+            item.gold_path,
+        )
+    if gold is None:
+        return None
+    if not citations:
+        return False
+    c = citations[0]
+    if c.kind != "book" or (c.book_id, c.chapter_id) != (gold.book_id, gold.chapter_id):
+        return False
+    return gold.whole_chapter or _overlaps(c.start, c.end, gold)
+
+
 def _citation_key(c: Citation) -> str:
     return (
         f"{c.book_id}/{c.chunk_id}"
@@ -337,16 +502,15 @@ def _citation_key(c: Citation) -> str:
     )
 
 
-def _cites_gold(item: QAItem, gold: GoldSpan | None, resolved: Sequence[tuple[Citation, str]]) -> bool:
-    """The gold article is cited (Kiwix), or a cited chunk is a hit for the gold span (books)."""
+def _cites_gold(item: QAItem, gold: GoldSpan | None, chunks: Sequence[tuple[Citation, Hit | None]]) -> bool:
+    """The gold article is cited (Kiwix), or the chunk of a citation is a hit for the gold span (books;
+    judged on the cited chunk, so a sentence citation counts when its chunk holds the gold)."""
     if item.kind == "kiwix":
         return any(
-            c.kind == "kiwix" and (c.zim, c.path) == (item.gold_zim, item.gold_path) for c, _ in resolved
+            c.kind == "kiwix" and (c.zim, c.path) == (item.gold_zim, item.gold_path) for c, _ in chunks
         )
     return gold is not None and any(
-        c.kind == "book"
-        and _is_hit(Hit(c.book_id, c.chapter_id, "", c.chunk_id, c.start, c.end, 0.0, text), gold)
-        for c, text in resolved
+        c.kind == "book" and chunk is not None and _is_hit(chunk, gold) for c, chunk in chunks
     )
 
 
@@ -356,19 +520,33 @@ def _check(
     answer: Answer,
     latency_ms: float,
     evidence_text: Callable[[Citation], str | None],
+    cited_chunk: Callable[[Citation], Hit | None],
 ) -> AnswerCheck:
-    """Score one answer: containment, grounding, support, whether the gold is cited."""
+    """Score one answer: containment (lenient: answer or cited text; strict: answer text), grounding,
+    support, whether the gold is cited (any cited chunk; the first citation), and how the text reads."""
     resolved = [(c, evidence_text(c) or "") for c in answer.citations]
     grounded = all(text for _, text in resolved) if resolved else None
+    text = _answer_text(answer.answer)
+    refused = _is_refusal(text)
+    lines = [] if refused else _answer_lines(text)
     return AnswerCheck(
         answer=answer.answer,
         contained=_contains_answer(item.answers, [answer.answer, *(t for _, t in resolved)]),
         grounded=grounded,
-        unsupported=answer.answer.strip().startswith(NOT_FOUND) or not answer.citations,
-        gold_cited=_cites_gold(item, gold, resolved),
+        unsupported=refused or not answer.citations,
+        gold_cited=_cites_gold(item, gold, [(c, cited_chunk(c)) for c in answer.citations]),
         tool_calls=answer.tool_calls,
         latency_ms=round(latency_ms, 2),
         cited=tuple(_citation_key(c) for c in answer.citations),
+        in_text=_contains_answer(item.answers, [] if refused else [text]),
+        words=0 if refused else len(words(text)),
+        first_gold=_first_citation_gold(item, gold, answer.citations),
+        refused=refused,
+        duplicated=not refused and _has_duplicate(text),
+        lines=len(lines),
+        fragment_lines=sum(_is_fragment(line) for line in lines),
+        short_lines=sum(_is_short(line) for line in lines),
+        expect=item.expect,
     )
 
 
@@ -422,7 +600,7 @@ def retrieval_records(
             records.append(EvalRecord(item.qid, item.question, True, rank, round(latency, 2), top, "kiwix"))
             continue
         if gold is None:
-            records.append(EvalRecord(item.qid, item.question, False, None, 0.0, ()))
+            records.append(EvalRecord(item.qid, item.question, False, None, 0.0, (), item.kind))
             continue
         store = stores_by_file[Path(item.book_file).name]
         t0 = time.perf_counter()
@@ -430,7 +608,7 @@ def retrieval_records(
         latency = (time.perf_counter() - t0) * 1000
         rank = next((i for i, h in enumerate(hits, 1) if _is_hit(h, gold)), None)
         top = tuple((h.chunk_id, h.start, h.end) for h in hits[:10])
-        records.append(EvalRecord(item.qid, item.question, True, rank, round(latency, 2), top))
+        records.append(EvalRecord(item.qid, item.question, True, rank, round(latency, 2), top, item.kind))
     return tuple(records)
 
 
@@ -441,8 +619,10 @@ def answer_checks__query_dag(
     stores_by_file: dict,
     answerer: Callable,
     evidence_text: Callable,
+    cited_chunk: Callable,
 ) -> tuple[AnswerCheck | None, ...]:
-    """Each question answered by the query DAG (scoped to its book, or Kiwix) and checked."""
+    """Each question answered by the query DAG (scoped to its book, the whole library, or Kiwix) and
+    checked."""
     checks: list[AnswerCheck | None] = []
     for item, gold in zip(qa_items, gold_spans, strict=True):
         store = stores_by_file.get(Path(item.book_file).name) if item.kind == "book" else None
@@ -451,7 +631,8 @@ def answer_checks__query_dag(
             continue
         t0 = time.perf_counter()
         answer = answerer(item, store)
-        checks.append(_check(item, gold, answer, (time.perf_counter() - t0) * 1000, evidence_text))
+        elapsed = (time.perf_counter() - t0) * 1000
+        checks.append(_check(item, gold, answer, elapsed, evidence_text, cited_chunk))
     return tuple(checks)
 
 

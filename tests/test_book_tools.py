@@ -10,9 +10,9 @@ import pytest
 
 from folio.dataflows.asking import _library
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, extractive_summary
-from folio.nodes.book_tools import _evidence, _plan, _scope
+from folio.nodes.book_tools import _evidence, _missing_names, _names, _one_edit, _plan, _scope, _sufficient
 from folio.nodes.text import question_kind
-from folio.nodes.types import SEMANTIC_UNAVAILABLE, ConceptMatch, ConceptMatches
+from folio.nodes.types import NOT_FOUND, SEMANTIC_UNAVAILABLE, ConceptMatch, ConceptMatches, Hit
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +159,104 @@ def test_missing_encoder_is_lexical_only(potter) -> None:
     tools = tools_for(potter, encoder=None)
     evidence = _evidence(tools, "Who chased Peter in the garden?", "concrete", None, 10, 0.65, 0.5, 0.5)
     assert SEMANTIC_UNAVAILABLE in evidence.notes and evidence.sufficient
+
+
+# --- the evidence rule: names held, a passage that reads like the question ------------------------
+
+
+def test_names_are_capitalised_runs_without_the_sentence_capital() -> None:
+    assert _names("How did Captain Hook lose his hand?") == (("Captain", "Hook"),)
+    assert _names("Describe the wolf") == ()
+    assert _names("What did Peter Rabbit's mother give him?") == (("Peter", "Rabbit"),)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "near"),
+    [
+        ("jemina", "jemima", True),  # a letter changed
+        ("mitthens", "mittens", True),  # a letter added
+        ("ribby", "riby", True),  # a letter dropped
+        ("issac", "isaac", True),  # two letters swapped
+        ("lucdina", "lucinda", False),
+        ("dracula", "drac", False),
+    ],
+)
+def test_one_edit(a: str, b: str, near: bool) -> None:
+    assert _one_edit(a, b) is near
+
+
+CAPTAIN = "The captain hung his hat on one of the iron hooks by the door, and the Captain sat down."
+
+
+@pytest.mark.parametrize(
+    ("question", "texts", "missing"),
+    [
+        ("How did Captain Hook lose his hand?", [CAPTAIN], ("Captain Hook",)),  # words, not the name
+        ("Who is Count Dracula?", [CAPTAIN], ("Count Dracula",)),
+        (
+            "What work did the Red-Headed League pay Jabez Wilson to do?",
+            ["The Redheaded League was founded for red-headed men. Jabez Wilson copied."],
+            (),
+        ),
+        ("Why did the clothes come off the Puddle-Ducks?", ["the three Puddle-ducks came along"], ()),
+        ("What did Jemina Puddle-duck see?", ["Jemima Puddle-duck was a simpleton"], ()),  # one slip
+        ("Whom does Elizabeth Bennet marry?", ["Elizabeth wore a bonnet."], ("Elizabeth Bennet",)),
+        ("Who killed Tybalt?", [], ("Tybalt",)),
+        ("what did the wolf eat?", [CAPTAIN], ()),  # no names: nothing to hold
+    ],
+)
+def test_missing_names(question: str, texts: list[str], missing: tuple[str, ...]) -> None:
+    assert _missing_names(question, texts) == missing
+
+
+def _hit(text: str, score: float) -> Hit:
+    return Hit("b", "c", "T", "k", 0, len(text), score, text)
+
+
+def test_sufficient_needs_names_held_and_a_passage_like_the_question() -> None:
+    peter = _hit(
+        "His mother put him to bed, and made some camomile tea; she gave a dose of it to Peter!", 0.6
+    )
+    question = "What did Peter's mother give him when he was ill?"
+    assert _sufficient(question, [peter], [peter], 0.8, 0.44)
+    weak = _hit(peter.text, 0.40)
+    assert not _sufficient(question, [weak], [weak], 0.8, 0.44)  # neither similar enough nor 80% of the words
+    assert _sufficient("Who put Peter to bed?", [weak], [weak], 0.8, 0.44)  # every word there
+    assert not _sufficient("What did Jane Eyre give Peter?", [peter], [peter], 0.8, 0.44)  # a name not held
+    assert not _sufficient(question, [], [], 0.8, 0.44)  # nothing retrieved
+
+
+def test_lexical_only_evidence_is_judged_by_words() -> None:
+    peter = _hit(
+        "His mother put him to bed, and made some camomile tea; she gave a dose of it to Peter!", 3.0
+    )
+    assert _sufficient("What did Peter's mother give him?", [peter], [], 0.8, 0.44)
+    assert not _sufficient("What did Peter eat at the fair in town?", [peter], [], 0.8, 0.44)
+
+
+OFF_LIBRARY = [  # none of Grimm, Potter and Children's Literature holds these
+    "Who is Count Dracula?",
+    "How did Captain Hook lose his hand?",
+    "How does photosynthesis turn sunlight into sugar?",
+    "Who killed Tybalt?",
+    "Who was the chief mate of the Pequod?",
+]
+IN_LIBRARY = [
+    "What did Peter's mother give him when he was ill?",
+    "How did the queen find out the little man's name was Rumpelstiltskin?",
+    "What did the Queen put under the mattresses to test the princess?",
+    "What had the gallant tailor stitched on his belt?",
+]
+
+
+def test_off_library_questions_are_refused_and_in_library_ones_answered(fairytale_library: Path) -> None:
+    from folio.dataflows.asking import ask
+
+    for question in OFF_LIBRARY:
+        answer = ask(question, library=fairytale_library, config={"llm": "none"})
+        assert answer.answer.startswith(NOT_FOUND) and not answer.citations, question
+    answer = ask("Who killed Tybalt?", library=fairytale_library, config={"llm": "none"})
+    assert "Not in the books searched: Tybalt" in answer.notes
+    for question in IN_LIBRARY:
+        answer = ask(question, library=fairytale_library, config={"llm": "none"})
+        assert not answer.answer.startswith(NOT_FOUND) and answer.citations, question

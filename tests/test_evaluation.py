@@ -138,7 +138,7 @@ def test_check_grounds_every_citation_and_cites_the_kiwix_gold():
     )
     answer = Answer("Which river?", "See [1].", cites, "NOT_BOOK", ("kiwix",), 1)
     texts = {"A/Hoover_Dam": "The dam is on the Colorado River.", "A/Gone": None}
-    check = _check(item, None, answer, 12.0, lambda c: texts[c.path])
+    check = _check(item, None, answer, 12.0, lambda c: texts[c.path], lambda c: None)
     assert check.contained and check.gold_cited and not check.unsupported
     assert check.grounded is False  # one citation does not resolve
     assert check.cited == ("wiki/A/Hoover_Dam", "wiki/A/Gone")
@@ -149,9 +149,17 @@ def test_not_found_answer_is_unsupported():
 
     item = QAItem("b", "?", "x.txt", answers=("x",))
     check = _check(
-        item, None, Answer("?", f"{NOT_FOUND}\nSearched: x", (), "BOOK", ("book",), 3), 1.0, lambda c: ""
+        item,
+        None,
+        Answer("?", f"{NOT_FOUND}\nSearched: x", (), "BOOK", ("book",), 3),
+        1.0,
+        lambda c: "",
+        lambda c: None,
     )
     assert check.unsupported and check.grounded is None and check.contained is True  # "x" is in "Searched: x"
+    assert (
+        check.refused and check.in_text is False and check.words == 0
+    )  # strict: the refusal holds no answer
 
 
 def test_kiwix_jsonl_lines_are_read_as_kiwix_questions(tmp_path):
@@ -165,3 +173,189 @@ def test_kiwix_jsonl_lines_are_read_as_kiwix_questions(tmp_path):
     path.write_text(json.dumps(row) + "\n")
     (item,) = qa_items(str(path))
     assert item.kind == "kiwix" and (item.gold_zim, item.gold_path) == ("wiki", "A/Hoover_Dam")
+
+
+# --- strict answer metrics -------------------------------------------------------------------------
+
+from folio.nodes.evaluation import (  # noqa: E402
+    _answer_lines,
+    _answer_text,
+    _first_citation_gold,
+    _has_duplicate,
+    _is_fragment,
+    _is_refusal,
+    _is_short,
+    _quote_span,
+)
+from folio.nodes.types import NO_RESULTS, NOT_FOUND  # noqa: E402
+
+
+def test_answer_text_drops_citation_markers_only():
+    assert _answer_text("Starbuck was the chief mate. [1]\nStubb was the second. [2][3]") == (
+        "Starbuck was the chief mate.\nStubb was the second."
+    )
+    assert _answer_text("In 1851 [sic] it sailed.") == "In 1851 [sic] it sailed."
+
+
+def test_refusal_is_the_not_found_or_no_results_text():
+    assert _is_refusal(f"{NOT_FOUND}\nSearched:\n- text_search('x')")
+    assert _is_refusal(NO_RESULTS)
+    assert not _is_refusal("The whale was white. I could not find support for this in the books.")
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ("Call me Ishmael.", False),
+        (", Hansel and Grethel, on the land, were glad", True),
+        ("and so they lived happily ever after.", True),
+        ("\u2018Off with her head!\u2019 the Queen shouted.", False),
+        ('"Whose fault was it?"', False),
+        ("(He was a fine fellow.)", False),
+        ("1851 was the year.", False),
+        ("\u2026 and then it ended.", True),
+        ("; or so he thought.", True),
+    ],
+)
+def test_fragment_is_a_line_starting_mid_sentence(line, fragment):
+    assert _is_fragment(line) is fragment
+
+
+def test_short_lines_are_three_words_or_fewer():
+    assert _is_short("Genres / Rock / pop")
+    assert _is_short("Helium")
+    assert not _is_short("The Beatles stopped touring in 1966.")
+
+
+def test_answer_lines_skip_blank_lines_headings_and_bullets():
+    text = "## The Beatles\n\n- They stopped touring in 1966.\n**Moby-Dick**\n2. and then"
+    assert _answer_lines(text) == ["They stopped touring in 1966.", "and then"]
+
+
+def test_a_repeated_sentence_is_a_duplicate_across_lines_and_inside_one():
+    assert _has_duplicate("Call me Ishmael. Some years ago.\nSome years ago!")
+    assert _has_duplicate("The rabbit ran. The  RABBIT ran.")
+    assert not _has_duplicate("Call me Ishmael.\nSome years ago, never mind how long.")
+
+
+def test_quote_span_is_the_quote_in_the_chapter_text():
+    text = "Chapter 1.\n\nCall me  Ishmael. Some years ago"
+    start, end = _quote_span("call me ishmael", text)
+    assert text[start:end] == "Call me  Ishmael"
+    assert _quote_span("call me ahab", text) is None
+
+
+def _book_cite(start, end, chapter="c1", book="b"):
+    return Citation("book", book, chapter, "T", "k", start, end)
+
+
+def test_first_citation_gold_on_sentence_and_chunk_spans():
+    item = QAItem("q", "?", "x.txt")
+    gold = GoldSpan("b", "c1", 1000, 1400)
+    assert _first_citation_gold(item, gold, [_book_cite(1100, 1200)])  # a sentence inside the passage
+    assert _first_citation_gold(item, gold, [_book_cite(1350, 1450)])  # half of the sentence inside
+    assert not _first_citation_gold(item, gold, [_book_cite(1360, 1460)])  # less than half inside
+    assert _first_citation_gold(item, gold, [_book_cite(0, 3000)])  # a chunk holding the whole passage
+    assert _first_citation_gold(item, gold, [_book_cite(1200, 4000)])  # a chunk holding half of it
+    assert not _first_citation_gold(item, gold, [_book_cite(1250, 4000)])
+    assert not _first_citation_gold(item, gold, [_book_cite(1100, 1200, chapter="c2")])
+    assert not _first_citation_gold(item, gold, [_book_cite(1100, 1200, book="other")])
+    # only the FIRST citation counts
+    assert not _first_citation_gold(item, gold, [_book_cite(0, 100), _book_cite(1100, 1200)])
+    assert _first_citation_gold(item, gold, []) is False
+    assert _first_citation_gold(item, None, [_book_cite(1100, 1200)]) is None  # no gold: not measured
+    whole = GoldSpan("b", "c1", 0, 9000, whole_chapter=True)
+    assert _first_citation_gold(item, whole, [_book_cite(8000, 8100)])
+
+
+def test_first_citation_gold_on_kiwix_is_the_gold_article_first():
+    item = QAItem("k", "?", "", gold_zim="wiki", gold_path="A/Hoover_Dam")
+    gold_cite = Citation("kiwix", zim="wiki", path="A/Hoover_Dam")
+    other = Citation("kiwix", zim="wiki", path="A/Colorado_River")
+    assert _first_citation_gold(item, None, [gold_cite, other])
+    assert not _first_citation_gold(item, None, [other, gold_cite])
+    assert not _first_citation_gold(item, None, [])
+
+
+def test_gold_cited_is_judged_on_the_cited_chunk_for_sentence_citations():
+    item = QAItem("q", "Who was the chief mate?", "x.txt", answers=("Starbuck",))
+    gold = GoldSpan("b", "c1", 1000, 1400)
+    chunk = Hit("b", "c1", "T", "k", 800, 3800, 0.0, "...")
+    sentence = _book_cite(2000, 2100)  # in the chunk, outside the gold passage
+    answer = Answer("?", "The chief mate was Starbuck. [1]", (sentence,), "BOOK", ("book",), 2)
+    check = _check(item, gold, answer, 1.0, lambda c: "The chief mate was Starbuck.", lambda c: chunk)
+    assert check.gold_cited and check.first_gold is False
+    assert check.in_text and check.words == 5 and not check.refused
+
+
+def test_strict_metrics_on_a_hand_computed_case():
+    def chk(answer, in_text=None, first=None, refused=False, dup=False, lines=1, frag=0, short=0, expect=""):
+        return AnswerCheck(
+            answer,
+            None,
+            None,
+            refused,
+            False,
+            1,
+            1.0,
+            (),
+            in_text,
+            len(answer.split()),
+            first,
+            refused,
+            dup,
+            lines,
+            frag,
+            short,
+            expect,
+        )
+
+    records = [
+        EvalRecord("1", "?", True, 1, 1.0, (), check=chk("a b c d", True, True, lines=2, frag=1)),
+        EvalRecord("2", "?", True, 1, 1.0, (), check=chk("a b", False, False, dup=True, lines=2, short=2)),
+        EvalRecord("3", "?", False, None, 0.0, (), check=chk(NOT_FOUND, False, None, refused=True, lines=0)),
+        EvalRecord("4", "?", False, None, 0.0, (), check=chk("x y z w v u", None, None)),
+    ]
+    m = _metrics(records)
+    assert m["answer_in_text"] == round(1 / 3, 4)  # the refusal counts as a miss; no answers: left out
+    assert m["answer_words_p50"] == 4.0  # over the three non-refusals: 4, 2, 6 words
+    assert m["first_citation_gold"] == 0.5
+    assert m["duplicate_rate"] == round(1 / 3, 4)
+    assert m["fragment_rate"] == 0.2 and m["short_line_rate"] == 0.4  # over 5 lines
+    assert "refusal_rate" not in m and "answered_rate" not in m  # no expect: not measured
+
+
+def test_refusal_and_answered_rates_over_expected_questions():
+    def chk(refused, expect):
+        return AnswerCheck("t", None, None, refused, False, 1, 1.0, refused=refused, expect=expect)
+
+    records = [
+        EvalRecord(str(i), "?", False, None, 0.0, (), kind="library", check=chk(r, e))
+        for i, (r, e) in enumerate(
+            [(True, "refuse"), (True, "refuse"), (False, "refuse"), (False, "answer"), (True, "answer")]
+        )
+    ]
+    m = _metrics(records)
+    assert m["refusal_rate"] == round(2 / 3, 4) and m["answered_rate"] == 0.5
+
+
+def test_library_questions_are_read_with_what_they_expect(tmp_path):
+    path = tmp_path / "lib.jsonl"
+    rows = [
+        {"question": "Who wrote Dracula?", "expect": "refuse"},
+        {"question": "Who was the chief mate?", "expect": "answer", "answers": ["Starbuck"]},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    off, on = qa_items(str(path))
+    assert (off.kind, off.expect, on.kind, on.expect) == ("library", "refuse", "library", "answer")
+    assert on.answers == ("Starbuck",)
+    path.write_text(json.dumps({"question": "?", "expect": "maybe"}) + "\n")
+    with pytest.raises(FolioError, match="expect"):
+        qa_items(str(path))
+
+
+def test_the_sample_question_file_has_thirty_of_each_kind():
+    items = qa_items("tests/qa/library_questions.jsonl")
+    assert sum(i.expect == "refuse" for i in items) >= 30
+    assert sum(i.expect == "answer" for i in items) >= 30
+    assert len({i.question for i in items}) == len(items)

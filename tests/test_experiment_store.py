@@ -222,7 +222,8 @@ def test_comparison_table_marks_best_values_and_formats_numbers() -> None:
         "------  -------  -------------  ------  -------  -------  --  -----------------  -------",
         "aaaa    lex      q.json         0.500    0.400   12.000*  4                 3/1      1.5",
         "bbbb    hybrid   q.json         0.750*       -   20.500   4                 0/4      0.5",
-        "* best per question file (lower is better for *_ms and unsupported_rate, higher for rates)",
+        "* best per question file (lower is better for *_ms, unsupported, duplicate, fragment and "
+        "short-line rates, higher for other rates)",
     ]
     only = store.comparison_table(runs, metrics=["unsupported_rate"]).splitlines()
     assert only[0].split() == [
@@ -288,3 +289,18 @@ def test_config_hash_is_short_and_ignores_key_order() -> None:
     assert re.fullmatch(r"[0-9a-f]{12}", h)
     assert h == store.config_hash({"b": [1, 2], "a": 1})
     assert h != store.config_hash({"a": 2, "b": [1, 2]})
+
+
+def test_strict_answer_metrics_are_marked_in_their_direction():
+    assert store.is_rate("answer_in_text") and store.is_rate("first_citation_gold")
+    assert store._direction("answer_in_text") == 1 and store._direction("first_citation_gold") == 1
+    for name in ("duplicate_rate", "fragment_rate", "short_line_rate", "unsupported_rate"):
+        assert store._direction(name) == -1
+    assert store._direction("refusal_rate") == 0  # right off-library only: not marked
+    assert store._direction("answer_words_p50") == 0
+    runs = [
+        {"run_id": "a", "variant": "x", "metrics": {"q": {"fragment_rate": 0.1, "answer_in_text": 0.3}}},
+        {"run_id": "b", "variant": "y", "metrics": {"q": {"fragment_rate": 0.02, "answer_in_text": 0.4}}},
+    ]
+    rows = store.comparison_table(runs, ["fragment_rate", "answer_in_text"]).splitlines()
+    assert rows[2].split()[3:5] == ["0.100", "0.300"] and rows[3].split()[3:5] == ["0.020*", "0.400*"]
