@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from folio.nodes.text import fts_match_expression, fts_phrase_expression, fts_phrases, fts_shingles
+from folio.nodes.text import (
+    fts_match_expression,
+    fts_phrase_expression,
+    fts_phrases,
+    fts_shingles,
+    fts_tokens,
+)
 from folio.nodes.types import FolioError, Hit
 
 PHRASE_BONUS = 1.0  # a verbatim phrase of the query: + the book's best bm25 score for the query
@@ -135,6 +141,12 @@ class BookStore:
         params.extend(e for e, _ in bonuses)
         params.append(int(k))
         return [self._hit(row, row[6]) for row in self._rows(sql, params)]
+
+    def holds_phrase(self, text: str) -> bool:
+        """Some chunk holds the words of ``text`` in this order (FTS5 phrase; case, accents, punctuation
+        and possessive apostrophes ignored); ``False`` for text without words."""
+        expression = fts_phrase_expression((tuple(fts_tokens(text)),))
+        return expression is not None and bool(self._present([expression]))
 
     def semantic(
         self, query_vector: np.ndarray, k: int = 10, chapter_ids: Collection[str] | None = None
