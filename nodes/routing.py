@@ -9,7 +9,13 @@ Deterministic router (``llm: none``, and the fallback of the LLM router). Per bo
 author named in the clause (signal 1.0); a concept-map entity named in it, every content word of one
 alias present (0.8); else lexical evidence, the share of the clause's content words (light stems) found
 in the book's best bm25 chunk, capped at 0.5 for a definitional question ("what is X", "tell me about X")
-so that common words turning up in a chapter do not pull general knowledge into a book. The route follows
+so that common words turning up in a chapter do not pull general knowledge into a book. Then names
+decide: the clause's proper names (runs of capitalised words, possessives "'s"/"’s"/"s'" stripped,
+joined across "of" / "of the": "Queen of Hearts"; a lone first word is an imperative, not a name) are
+looked up as phrases in every book's text; a name held by exactly one book raises that book to
+``ENTITY_SIGNAL`` and caps every book that holds no such name (nor is named by title or author) at
+``NAME_ELSEWHERE_CAP``: "How did Rumpelstiltskin's name get discovered?" goes to Grimm alone, not to
+The Time Machine that holds "name", "get" and "discovered". The route follows
 the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books
 are those within 0.75 of the best signal, best first, so a clause naming no book still reaches the right
 one and a clause spanning two books searches both.
@@ -25,7 +31,9 @@ The LLM is ``llm_client`` (``nodes/llm.py``), the one client of the query graph.
 
 Config keys: ``llm`` (variant), ``max_tool_calls`` (the question's ``tool_budget``).
 Limitations: lexical evidence uses per-book bm25, so a very large book
-can win weak lexical ties; the router never reads chapter text beyond the top chunk of each book.
+can win weak lexical ties; the router never reads chapter text beyond the top chunk of each book; the
+name rule reads names by capitals (a name that is also a common word, "Hearts", is held by many books
+and decides nothing alone) and needs the name spelled as in the book.
 """
 
 from __future__ import annotations

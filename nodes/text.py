@@ -46,6 +46,10 @@ Sentences
     Holmes", "St. Clair"): the concept maps read a name across their period.
 Lexical index
     ``fts_match_expression(query)`` a safe FTS5 MATCH expression: every content word quoted, OR-ed.
+    ``fts_tokens(text)`` the words cut at apostrophes as FTS5 cuts them; ``fts_phrases(query)`` the
+    whole query and its quoted parts as phrases, ``fts_shingles(query)`` its 3-word runs holding a
+    content word; ``fts_phrase_expression(phrases)`` a safe MATCH expression for them (the store's
+    phrase and proximity bonuses).
 Length
     ``truncate(text, max_chars)`` at most ``max_chars`` characters, cut back to a space (fusion).
 

@@ -1,8 +1,18 @@
 """Read side of one ingested book: its SQLite chunk store + FTS5, and its usearch index (memory-mapped).
 
 A ``BookStore`` is opened once per process per book directory and shared by queries; connections are
-read-only. Lexical scores are ``-bm25`` (higher is better); semantic scores are cosine similarities,
-a chunk scoring as its best window.
+read-only. Lexical scores are ``-bm25`` over the query's content words (higher is better) plus phrase
+and proximity bonuses: a chunk holding the whole query (or a quoted part of it) verbatim gains the
+book's best ``-bm25`` for the query (``PHRASE_BONUS``; at least the idf of a word found in one chunk,
+so a small book where every query word is common still ranks its line), and a chunk holding the
+query's 3-word runs gains up to half of it (``SHINGLE_BONUS``, shared among the runs found anywhere in
+the book). Measured on FairytaleQA (365 questions, lexical): hit@1 0.701 -> 0.732, MRR 0.797 -> 0.820;
+a line typed as a query ("Call me Ishmael", "Off with her head") ranks the chunk holding it first.
+Semantic scores are cosine similarities, a chunk scoring as its best window.
+
+Limitations: the bonuses are per book (a phrase in a small book and one in a large book are not
+compared exactly); a line embedded unquoted in a longer question ("Who shouted off with her head?")
+gets only the 3-word-run bonus.
 """
 
 from __future__ import annotations
