@@ -13,8 +13,8 @@ so that common words turning up in a chapter do not pull general knowledge into 
 decide: the clause's proper names (runs of capitalised words, possessives "'s"/"’s"/"s'" stripped,
 joined across "of" / "of the": "Queen of Hearts"; a lone first word is an imperative, not a name) are
 looked up as phrases in every book's text; a name held by exactly one book raises that book to
-``ENTITY_SIGNAL`` and caps every book that holds no such name (nor is named by title or author) at
-``NAME_ELSEWHERE_CAP``: "How did Rumpelstiltskin's name get discovered?" goes to Grimm alone, not to
+``ENTITY_SIGNAL`` (not for a definitional question) and caps every book that holds no such name (nor
+is named by title or author) at ``NAME_ELSEWHERE_CAP``: "How did Rumpelstiltskin's name get discovered?" goes to Grimm alone, not to
 The Time Machine that holds "name", "get" and "discovered". The route follows
 the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books
 are those within 0.75 of the best signal, best first, so a clause naming no book still reaches the right
@@ -219,7 +219,10 @@ def _clause_names(clause: str) -> tuple[str, ...]:
 
 
 def _with_names(
-    signals: Sequence[tuple[str, float, str]], held: Mapping[str, frozenset[str]], titles: Mapping[str, str]
+    signals: Sequence[tuple[str, float, str]],
+    held: Mapping[str, frozenset[str]],
+    titles: Mapping[str, str],
+    definitional: bool = False,
 ) -> list[tuple[str, float, str]]:
     """Signals after the name rule: a name of the clause held by exactly one book decides.
 
@@ -227,7 +230,8 @@ def _with_names(
     only, that book's signal is at least ``ENTITY_SIGNAL``, and a book not named by title or author that
     holds none of the clause's names, or only words of such a name ("Queen", "Hearts" of "Queen of
     Hearts"), is capped at ``NAME_ELSEWHERE_CAP`` (out of the route's books); names held by several
-    books (or none) change nothing.
+    books (or none) change nothing. A ``definitional`` clause ("What is the capital of France?") raises
+    no book: a place named in a novel does not make general knowledge a question about the novel.
     """
     holders: dict[str, list[str]] = {}
     for book_id, names in held.items():
@@ -240,7 +244,7 @@ def _with_names(
     for book_id, signal, why in signals:
         own = sorted(n for n, b in unique.items() if b == book_id)
         if own:
-            if signal < ENTITY_SIGNAL:
+            if signal < ENTITY_SIGNAL and not definitional:
                 signal, why = (
                     ENTITY_SIGNAL,
                     f"names {', '.join(own)}, found only in {titles.get(book_id, book_id)!r}",
@@ -310,7 +314,8 @@ def _deterministic(
         signal, why = _book_signal(book, clause, concept_maps.get(book.book_id), top[0].text if top else "")
         signals.append((book.book_id, signal, why))
         held[book.book_id] = frozenset(n for n in names if store.holds_phrase(n))
-    return _decide(clause, _with_names(signals, held, {b.book_id: b.title for b in catalog}))
+    titles = {b.book_id: b.title for b in catalog}
+    return _decide(clause, _with_names(signals, held, titles, is_definitional(clause)))
 
 
 def _router_messages(clause: str, catalog: Sequence[BookInfo]) -> list[dict[str, str]]:

@@ -222,6 +222,13 @@ def test_a_name_held_by_one_book_decides_and_caps_the_others():
     assert out == {"grimm": 0.8, "time": 0.25, "alice": 0.25}
 
 
+def test_a_definitional_question_is_not_raised_by_a_place_name():
+    signals = [("sherlock", 0.5, "capped"), ("alice", 0.2, "")]
+    held = {"sherlock": frozenset({"France"}), "alice": frozenset()}
+    out = dict((b, s) for b, s, _ in _with_names(signals, held, {}, definitional=True))
+    assert out == {"sherlock": 0.5, "alice": 0.2}
+
+
 def test_a_name_held_by_several_books_changes_nothing():
     signals = [("a", 0.5, ""), ("b", 0.75, "")]
     held = {"a": frozenset({"Queen"}), "b": frozenset({"Queen"})}
