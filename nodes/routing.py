@@ -14,9 +14,9 @@ decide: the clause's proper names (runs of capitalised words, possessives "'s"/"
 joined across "of" / "of the": "Queen of Hearts"; a lone first word is an imperative, not a name) are
 looked up as phrases in every book's text; a name held by exactly one book raises that book to
 ``ENTITY_SIGNAL`` (not for a definitional question) and caps every book that holds no such name (nor
-is named by title or author) at ``NAME_ELSEWHERE_CAP``: "How did Rumpelstiltskin's name get discovered?" goes to Grimm alone, not to
-The Time Machine that holds "name", "get" and "discovered". The route follows
-the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books
+is named by title or author) at ``NAME_ELSEWHERE_CAP``: "How did Rumpelstiltskin's name get
+discovered?" goes to Grimm alone, not to The Time Machine that holds "name", "get" and "discovered".
+The route follows the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books
 are those within 0.75 of the best signal, best first, so a clause naming no book still reaches the right
 one and a clause spanning two books searches both.
 
