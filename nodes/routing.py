@@ -16,9 +16,9 @@ looked up as phrases in every book's text; a name held by exactly one book raise
 ``ENTITY_SIGNAL`` (not for a definitional question) and caps every book that holds no such name (nor
 is named by title or author) at ``NAME_ELSEWHERE_CAP``: "How did Rumpelstiltskin's name get
 discovered?" goes to Grimm alone, not to The Time Machine that holds "name", "get" and "discovered".
-The route follows the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books
-are those within 0.75 of the best signal, best first, so a clause naming no book still reaches the right
-one and a clause spanning two books searches both.
+The route follows the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3,
+``AMBIGUOUS`` between. The books are those within 0.75 of the best signal, best first, so a clause
+naming no book still reaches the right one and a clause spanning two books searches both.
 
 ``AMBIGUOUS`` is resolved by exactly one ``book_concept_map.lookup(clause)``: a match scoring at least
 ``STRONG_CONCEPT_SCORE`` (0.25) in some book → ``BOOK`` (those books), else ``NOT_BOOK``.
