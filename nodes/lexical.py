@@ -3,8 +3,9 @@
 One SQLite file per book (``book.sqlite``) holds chapters, chunks (with exact chapter offsets), the
 window → chunk map of the vector index, and an external-content FTS5 table over chunk text
 (``porter unicode61 remove_diacritics 2`` tokenizer). Queries are bm25-ranked and filterable by
-chapter ids; see ``nodes.backends.book_store`` for the reader and ``nodes.text.fts_match_expression``
-for the query builder that never raises an FTS5 syntax error.
+chapter ids, with phrase and proximity bonuses; see ``nodes.backends.book_store`` for the reader and
+``nodes.text.fts_match_expression`` / ``fts_phrases`` / ``fts_shingles`` for the query builders that
+never raise an FTS5 syntax error.
 
 Config keys: none. Limitations: English stemming (porter) only.
 """

@@ -9,10 +9,16 @@ Deterministic router (``llm: none``, and the fallback of the LLM router). Per bo
 author named in the clause (signal 1.0); a concept-map entity named in it, every content word of one
 alias present (0.8); else lexical evidence, the share of the clause's content words (light stems) found
 in the book's best bm25 chunk, capped at 0.5 for a definitional question ("what is X", "tell me about X")
-so that common words turning up in a chapter do not pull general knowledge into a book. The route follows
-the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3, ``AMBIGUOUS`` between. The books
-are those within 0.75 of the best signal, best first, so a clause naming no book still reaches the right
-one and a clause spanning two books searches both.
+so that common words turning up in a chapter do not pull general knowledge into a book. Then names
+decide: the clause's proper names (runs of capitalised words, possessives "'s"/"’s"/"s'" stripped,
+joined across "of" / "of the": "Queen of Hearts"; a lone first word is an imperative, not a name) are
+looked up as phrases in every book's text; a name held by exactly one book raises that book to
+``ENTITY_SIGNAL`` (not for a definitional question) and caps every book that holds no such name (nor
+is named by title or author) at ``NAME_ELSEWHERE_CAP``: "How did Rumpelstiltskin's name get
+discovered?" goes to Grimm alone, not to The Time Machine that holds "name", "get" and "discovered".
+The route follows the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3,
+``AMBIGUOUS`` between. The books are those within 0.75 of the best signal, best first, so a clause
+naming no book still reaches the right one and a clause spanning two books searches both.
 
 ``AMBIGUOUS`` is resolved by exactly one ``book_concept_map.lookup(clause)``: a match scoring at least
 ``STRONG_CONCEPT_SCORE`` (0.25) in some book → ``BOOK`` (those books), else ``NOT_BOOK``.
@@ -25,7 +31,9 @@ The LLM is ``llm_client`` (``nodes/llm.py``), the one client of the query graph.
 
 Config keys: ``llm`` (variant), ``max_tool_calls`` (the question's ``tool_budget``).
 Limitations: lexical evidence uses per-book bm25, so a very large book
-can win weak lexical ties; the router never reads chapter text beyond the top chunk of each book.
+can win weak lexical ties; the router never reads chapter text beyond the top chunk of each book; the
+name rule reads names by capitals (a name that is also a common word, "Hearts", is held by many books
+and decides nothing alone) and needs the name spelled as in the book.
 """
 
 from __future__ import annotations
@@ -38,7 +46,18 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
-from folio.nodes.text import STOPWORDS, base_words, coverage, is_definitional, stem, stems, words
+from folio.nodes.text import (
+    STOPWORDS,
+    base_words,
+    coverage,
+    is_definitional,
+    named_phrases,
+    stem,
+    stems,
+    strip_possessives,
+    tokens,
+    words,
+)
 from folio.nodes.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
 
 BOOK_MIN_SIGNAL = 0.6
@@ -48,6 +67,7 @@ STRONG_CONCEPT_SCORE = 0.25
 TITLE_SIGNAL = 1.0
 ENTITY_SIGNAL = 0.8
 DEFINITIONAL_CAP = 0.5  # lexical evidence alone never makes a definitional question BOOK
+NAME_ELSEWHERE_CAP = 0.25  # a book without the clause's names when another book alone holds one
 
 _OPENERS = frozenset(
     [
@@ -178,6 +198,66 @@ def _book_signal(
     return round(share, 4), f"{share:.0%} of the words in {book.title!r}"
 
 
+def _clause_names(clause: str) -> tuple[str, ...]:
+    """The clause's proper names: its runs of capitalised words, possessives stripped ("How did
+    Rumpelstiltskin's name get discovered" -> "Rumpelstiltskin"), without a lone first word (an
+    imperative: "Describe the wolf"), then the runs joined by "of" or "of the" ("Queen of Hearts")."""
+    found = tokens(strip_possessives(clause))
+    names = [n for n in named_phrases(clause) if [n] != found[:1]]
+    for i in range(1, len(found) - 1):
+        gap = 2 if found[i] == "of" and found[i + 1] == "the" else 1
+        if (
+            found[i] == "of"
+            and i + gap < len(found)
+            and found[i - 1][0].isupper()
+            and found[i + gap][0].isupper()
+        ):
+            left = next((n for n in names if found[i - 1] == n.split()[-1]), found[i - 1])
+            right = next((n for n in names if found[i + gap] == n.split()[0]), found[i + gap])
+            names.append(" ".join([left, *found[i : i + gap], right]))
+    return tuple(dict.fromkeys(names))
+
+
+def _with_names(
+    signals: Sequence[tuple[str, float, str]],
+    held: Mapping[str, frozenset[str]],
+    titles: Mapping[str, str],
+    definitional: bool = False,
+) -> list[tuple[str, float, str]]:
+    """Signals after the name rule: a name of the clause held by exactly one book decides.
+
+    ``held`` maps each book to the clause's names found in its text. When some name is held by one book
+    only, that book's signal is at least ``ENTITY_SIGNAL``, and a book not named by title or author that
+    holds none of the clause's names, or only words of such a name ("Queen", "Hearts" of "Queen of
+    Hearts"), is capped at ``NAME_ELSEWHERE_CAP`` (out of the route's books); names held by several
+    books (or none) change nothing. A ``definitional`` clause ("What is the capital of France?") raises
+    no book: a place named in a novel does not make general knowledge a question about the novel.
+    """
+    holders: dict[str, list[str]] = {}
+    for book_id, names in held.items():
+        for name in names:
+            holders.setdefault(name, []).append(book_id)
+    unique = {name: books[0] for name, books in holders.items() if len(books) == 1}
+    if not unique:
+        return list(signals)
+    out = []
+    for book_id, signal, why in signals:
+        own = sorted(n for n, b in unique.items() if b == book_id)
+        if own:
+            if signal < ENTITY_SIGNAL and not definitional:
+                signal, why = (
+                    ENTITY_SIGNAL,
+                    f"names {', '.join(own)}, found only in {titles.get(book_id, book_id)!r}",
+                )
+        elif signal < TITLE_SIGNAL and not any(
+            not any(set(n.split()) <= set(u.split()) for u in unique) for n in held.get(book_id, ())
+        ):
+            others = ", ".join(f"{n} is only in {titles.get(b, b)!r}" for n, b in sorted(unique.items()))
+            signal, why = min(signal, NAME_ELSEWHERE_CAP), f"{why}, but {others}"
+        out.append((book_id, signal, why))
+    return out
+
+
 def _decide(clause: str, signals: Sequence[tuple[str, float, str]]) -> RouteDecision:
     """A route from per-book signals ``(book_id, signal, why)``."""
     ranked = sorted(signals, key=lambda s: (-s[1], s[0]))
@@ -226,11 +306,16 @@ def _deterministic(
     concept_maps: Mapping[str, ConceptMap],
 ) -> RouteDecision:
     signals = []
+    names = _clause_names(clause)
+    held: dict[str, frozenset[str]] = {}
     for book in catalog:
-        top = stores[book.book_id].lexical(clause, 1)
+        store = stores[book.book_id]
+        top = store.lexical(clause, 1)
         signal, why = _book_signal(book, clause, concept_maps.get(book.book_id), top[0].text if top else "")
         signals.append((book.book_id, signal, why))
-    return _decide(clause, signals)
+        held[book.book_id] = frozenset(n for n in names if store.holds_phrase(n))
+    titles = {b.book_id: b.title for b in catalog}
+    return _decide(clause, _with_names(signals, held, titles, is_definitional(clause)))
 
 
 def _router_messages(clause: str, catalog: Sequence[BookInfo]) -> list[dict[str, str]]:

@@ -53,6 +53,10 @@ Sentences
     of Sherlock Holmes's sentences over 60 words, 0.5% here), too coarse for a 60-word answer.
 Lexical index
     ``fts_match_expression(query)`` a safe FTS5 MATCH expression: every content word quoted, OR-ed.
+    ``fts_tokens(text)`` the words cut at apostrophes as FTS5 cuts them; ``fts_phrases(query)`` the
+    whole query and its quoted parts as phrases, ``fts_shingles(query)`` its 3-word runs holding a
+    content word; ``fts_phrase_expression(phrases)`` a safe MATCH expression for them (the store's
+    phrase and proximity bonuses).
 Length
     ``truncate(text, max_chars)`` at most ``max_chars`` characters, cut back to a space (fusion).
 
@@ -285,6 +289,57 @@ def fts_match_expression(query: str) -> str | None:
     if not terms:
         return None
     return " OR ".join(f'"{t}"' for t in terms)
+
+
+FTS_MAX_PHRASE_TOKENS = 24  # a longer query is no verbatim line: no whole-query phrase
+FTS_MAX_SHINGLES = 12  # at most this many 3-word runs are looked up (the first ones of the query)
+_QUOTED = re.compile(r'"([^"]+)"|“([^“”]+)”|(?<![^\W_])[‘\'](.+?)[’\'](?![^\W_])')
+
+
+def fts_tokens(text: str) -> list[str]:
+    """The folded words of ``text`` cut at apostrophes, as the FTS5 tokenizer cuts them ("we're" -> "we",
+    "re"): the tokens of a phrase that must stand in a chunk in this order."""
+    return [part for word in words(text) for part in _APOSTROPHE.split(word) if part]
+
+
+def fts_phrases(query: str) -> tuple[tuple[str, ...], ...]:
+    """Phrases of ``query`` that a chunk holding it verbatim is rewarded for: the whole query (2 to
+    ``FTS_MAX_PHRASE_TOKENS`` tokens, stop words included: "Off with her head") and each quoted segment
+    of 2+ tokens ("...", “...”, ‘...’ or '...' outside words: "Who said 'we're all mad here'?");
+    distinct, in order."""
+    found: list[tuple[str, ...]] = []
+    whole = tuple(fts_tokens(query))
+    if 2 <= len(whole) <= FTS_MAX_PHRASE_TOKENS:
+        found.append(whole)
+    for match in _QUOTED.finditer(query):
+        segment = tuple(fts_tokens(next(g for g in match.groups() if g is not None)))
+        if 2 <= len(segment) <= FTS_MAX_PHRASE_TOKENS and segment not in found:
+            found.append(segment)
+    return tuple(found)
+
+
+def fts_shingles(query: str) -> tuple[tuple[str, ...], ...]:
+    """The query's runs of three consecutive tokens that hold a content word (proximity evidence: "the
+    miller's daughter" -> ("miller", "s", "daughter")), distinct, at most ``FTS_MAX_SHINGLES``; none for
+    a query of three tokens or fewer (the whole-query phrase covers it)."""
+    found = fts_tokens(query)
+    out: list[tuple[str, ...]] = []
+    if len(found) <= 3:
+        return ()
+    for i in range(len(found) - 2):
+        run = tuple(found[i : i + 3])
+        if run not in out and any(t not in STOPWORDS and len(t) > 1 for t in run):
+            out.append(run)
+            if len(out) >= FTS_MAX_SHINGLES:
+                break
+    return tuple(out)
+
+
+def fts_phrase_expression(phrases: tuple[tuple[str, ...], ...]) -> str | None:
+    """An FTS5 MATCH expression matching any of ``phrases`` verbatim (each a quoted phrase, OR-ed); safe
+    for any tokens of ``fts_tokens`` (never a syntax error); ``None`` for no phrase."""
+    quoted = [" ".join(p).replace('"', '""') for p in phrases if p]
+    return " OR ".join(f'"{q}"' for q in quoted) or None
 
 
 _DEFINITIONAL_RE = re.compile(

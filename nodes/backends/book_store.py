@@ -1,13 +1,24 @@
 """Read side of one ingested book: its SQLite chunk store + FTS5, and its usearch index (memory-mapped).
 
 A ``BookStore`` is opened once per process per book directory and shared by queries; connections are
-read-only. Lexical scores are ``-bm25`` (higher is better); semantic scores are cosine similarities,
-a chunk scoring as its best window.
+read-only. Lexical scores are ``-bm25`` over the query's content words (higher is better) plus phrase
+and proximity bonuses: a chunk holding the whole query (or a quoted part of it) verbatim gains the
+book's best ``-bm25`` for the query (``PHRASE_BONUS``; at least the idf of a word found in one chunk,
+so a small book where every query word is common still ranks its line), and a chunk holding the
+query's 3-word runs gains up to half of it (``SHINGLE_BONUS``, shared among the runs found anywhere in
+the book). Measured on FairytaleQA (365 questions, lexical): hit@1 0.701 -> 0.732, MRR 0.797 -> 0.820;
+a line typed as a query ("Call me Ishmael", "Off with her head") ranks the chunk holding it first.
+Semantic scores are cosine similarities, a chunk scoring as its best window.
+
+Limitations: the bonuses are per book (a phrase in a small book and one in a large book are not
+compared exactly); a line embedded unquoted in a longer question ("Who shouted off with her head?")
+gets only the 3-word-run bonus.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -15,8 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from folio.nodes.text import fts_match_expression
+from folio.nodes.text import (
+    fts_match_expression,
+    fts_phrase_expression,
+    fts_phrases,
+    fts_shingles,
+    fts_tokens,
+)
 from folio.nodes.types import FolioError, Hit
+
+PHRASE_BONUS = 1.0  # a verbatim phrase of the query: + the book's best bm25 score for the query
+SHINGLE_BONUS = 0.5  # all of the query's 3-word runs held: + this share of the book's best score
 
 
 class BookStore:
@@ -38,6 +58,7 @@ class BookStore:
         self._index: Any = None
         self._vectors: np.ndarray | None = None
         self._window_rowid: np.ndarray | None = None
+        self._chunk_count: int | None = None
 
     # --- helpers -------------------------------------------------------------------------------
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
@@ -58,6 +79,23 @@ class BookStore:
             signals=signals,
         )
 
+    def _rare_word_score(self) -> float:
+        """bm25's idf of a word found in one chunk of the book: the least a phrase bonus is worth, so that
+        a small book, where every word of a query is common, still ranks its verbatim line."""
+        if self._chunk_count is None:
+            self._chunk_count = int(self._rows("SELECT count(*) FROM chunks")[0][0])
+        return math.log(max(self._chunk_count - 0.5, 1.5) / 1.5)
+
+    def _present(self, expressions: Sequence[str]) -> list[str]:
+        """The MATCH expressions that match some chunk of the book (one statement)."""
+        if not expressions:
+            return []
+        sql = "SELECT " + ", ".join(
+            ["EXISTS(SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?)"] * len(expressions)
+        )
+        flags = self._rows(sql, list(expressions))[0]
+        return [e for e, flag in zip(expressions, flags, strict=True) if flag]
+
     def _load_vectors(self) -> None:
         if self._window_rowid is not None:
             return
@@ -72,24 +110,53 @@ class BookStore:
 
     # --- queries -------------------------------------------------------------------------------
     def lexical(self, query: str, k: int = 10, chapter_ids: Collection[str] | None = None) -> list[Hit]:
-        """bm25-ranked chunks; any query string is safe (no FTS5 syntax errors)."""
+        """bm25-ranked chunks with phrase and proximity bonuses; any query string is safe (no FTS5 syntax
+        errors).
+
+        A chunk's score is its ``-bm25`` over the query's content words plus, in units of the book's best
+        ``-bm25`` for the query, ``PHRASE_BONUS`` when it holds one of ``fts_phrases(query)`` verbatim and
+        ``SHINGLE_BONUS`` times the share of ``fts_shingles(query)`` it holds: a chunk holding the line
+        typed ranks above every chunk of the book that only repeats its words.
+        """
         expression = fts_match_expression(query)
         if expression is None or k <= 0:
             return []
-        sql = (
-            "SELECT c.rowid, c.chunk_id, c.chapter_id, c.start, c.end, c.text, bm25(chunks_fts) AS s "
-            "FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ?"
-        )
+        where = "chunks_fts MATCH ?"
         params: list[object] = [expression]
         if chapter_ids is not None:
             ids = list(chapter_ids)
             if not ids:
                 return []
-            sql += f" AND c.chapter_id IN ({','.join('?' * len(ids))})"
+            where += f" AND c.chapter_id IN ({','.join('?' * len(ids))})"
             params.extend(ids)
-        sql += " ORDER BY s LIMIT ?"
+        bonuses: list[tuple[str, float]] = []
+        phrase = fts_phrase_expression(fts_phrases(query))
+        if phrase is not None:
+            bonuses.append((phrase, PHRASE_BONUS))
+        shingles = self._present([fts_phrase_expression((s,)) or "" for s in fts_shingles(query)])
+        bonuses.extend((s, SHINGLE_BONUS / len(shingles)) for s in shingles)
+        bonus_sql = " + ".join(
+            f"{weight!r} * (b.r IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))"
+            for _, weight in bonuses
+        )
+        sql = (
+            "WITH b AS MATERIALIZED (SELECT c.rowid AS r, -bm25(chunks_fts) AS s FROM chunks_fts "
+            f"JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE {where}), "
+            "top AS (SELECT max(max(s), ?) AS best FROM b) "
+            f"SELECT c.rowid, c.chunk_id, c.chapter_id, c.start, c.end, c.text, "
+            f"b.s + top.best * ({bonus_sql or '0'}) AS score "
+            "FROM b JOIN top JOIN chunks c ON c.rowid = b.r ORDER BY score DESC, c.rowid LIMIT ?"
+        )
+        params.append(self._rare_word_score())
+        params.extend(e for e, _ in bonuses)
         params.append(int(k))
-        return [self._hit(row, -row[6]) for row in self._rows(sql, params)]
+        return [self._hit(row, row[6]) for row in self._rows(sql, params)]
+
+    def holds_phrase(self, text: str) -> bool:
+        """Some chunk holds the words of ``text`` in this order (FTS5 phrase; case, accents, punctuation
+        and possessive apostrophes ignored); ``False`` for text without words."""
+        expression = fts_phrase_expression((tuple(fts_tokens(text)),))
+        return expression is not None and bool(self._present([expression]))
 
     def semantic(
         self, query_vector: np.ndarray, k: int = 10, chapter_ids: Collection[str] | None = None
