@@ -16,6 +16,9 @@ looked up as phrases in every book's text; a name held by exactly one book raise
 ``ENTITY_SIGNAL`` (not for a definitional question) and caps every book that holds no such name (nor
 is named by title or author) at ``NAME_ELSEWHERE_CAP``: "How did Rumpelstiltskin's name get
 discovered?" goes to Grimm alone, not to The Time Machine that holds "name", "get" and "discovered".
+A clause whose names no book holds ("Why did the Beatles stop touring?") caps every book not named by
+title or author the same way, so it goes to the other sources (or, with none, the books are searched and
+the evidence rule decides).
 The route follows the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3,
 ``AMBIGUOUS`` between. The books are those within 0.75 of the best signal, best first, so a clause
 naming no book still reaches the right one and a clause spanning two books searches both.
@@ -223,6 +226,7 @@ def _with_names(
     held: Mapping[str, frozenset[str]],
     titles: Mapping[str, str],
     definitional: bool = False,
+    names: Sequence[str] = (),
 ) -> list[tuple[str, float, str]]:
     """Signals after the name rule: a name of the clause held by exactly one book decides.
 
@@ -230,13 +234,18 @@ def _with_names(
     only, that book's signal is at least ``ENTITY_SIGNAL``, and a book not named by title or author that
     holds none of the clause's names, or only words of such a name ("Queen", "Hearts" of "Queen of
     Hearts"), is capped at ``NAME_ELSEWHERE_CAP`` (out of the route's books); names held by several
-    books (or none) change nothing. A ``definitional`` clause ("What is the capital of France?") raises
-    no book: a place named in a novel does not make general knowledge a question about the novel.
+    books change nothing. When the clause has ``names`` and no book holds any of them ("Why did the
+    Beatles stop touring?"), every book not named by title or author is capped at ``NAME_ELSEWHERE_CAP``:
+    the question is about something outside the library. A ``definitional`` clause ("What is the
+    capital of France?") raises no book: a place named in a novel does not make general knowledge a
+    question about the novel.
     """
     holders: dict[str, list[str]] = {}
-    for book_id, names in held.items():
-        for name in names:
+    for book_id, held_names in held.items():
+        for name in held_names:
             holders.setdefault(name, []).append(book_id)
+    if names and not holders:
+        return _unheld(signals, names, titles)
     unique = {name: books[0] for name, books in holders.items() if len(books) == 1}
     if not unique:
         return list(signals)
@@ -256,6 +265,17 @@ def _with_names(
             signal, why = min(signal, NAME_ELSEWHERE_CAP), f"{why}, but {others}"
         out.append((book_id, signal, why))
     return out
+
+
+def _unheld(
+    signals: Sequence[tuple[str, float, str]], names: Sequence[str], titles: Mapping[str, str]
+) -> list[tuple[str, float, str]]:
+    """Every book not named by title or author capped: none holds any of the clause's ``names``."""
+    why = f"but no book holds {', '.join(names)}"
+    return [
+        (b, s, w) if s >= TITLE_SIGNAL else (b, min(s, NAME_ELSEWHERE_CAP), f"{w}, {why}")
+        for b, s, w in signals
+    ]
 
 
 def _decide(clause: str, signals: Sequence[tuple[str, float, str]]) -> RouteDecision:
@@ -315,7 +335,7 @@ def _deterministic(
         signals.append((book.book_id, signal, why))
         held[book.book_id] = frozenset(n for n in names if store.holds_phrase(n))
     titles = {b.book_id: b.title for b in catalog}
-    return _decide(clause, _with_names(signals, held, titles, is_definitional(clause)))
+    return _decide(clause, _with_names(signals, held, titles, is_definitional(clause), names))
 
 
 def _router_messages(clause: str, catalog: Sequence[BookInfo]) -> list[dict[str, str]]:

@@ -235,6 +235,22 @@ def test_a_name_held_by_several_books_changes_nothing():
     assert _with_names(signals, held, {}) == signals
 
 
+def test_names_no_book_holds_send_the_clause_out_of_the_library():
+    signals = [("alice", 0.8, "80%"), ("moby", 0.6, "60%"), ("sherlock", 1.0, "names the title")]
+    held = {"alice": frozenset(), "moby": frozenset(), "sherlock": frozenset()}
+    out = _with_names(signals, held, {}, names=("Beatles",))
+    assert dict((b, s) for b, s, _ in out) == {"alice": 0.25, "moby": 0.25, "sherlock": 1.0}
+    assert "no book holds Beatles" in out[0][2]
+    # without names, or with a name some book holds, the signals stand
+    assert _with_names(signals, held, {}) == signals
+
+
+def test_beatles_question_is_routed_away_from_books_that_share_its_words(alice_library, fairytale_library):
+    clause = "Why did the Beatles stop performing live concerts?"
+    decision = _route((alice_library, fairytale_library), clause)
+    assert decision.route == "NOT_BOOK", decision.reason
+
+
 def test_words_of_a_unique_name_do_not_keep_another_book_in():
     signals = [("alice", 0.67, ""), ("moby", 0.67, ""), ("sherlock", 1.0, "names the title")]
     held = {
