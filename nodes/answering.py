@@ -288,7 +288,8 @@ def _route_name(routes: Sequence[RouteDecision]) -> str:
 # --- nodes -------------------------------------------------------------------------------------------
 
 
-def book_passages(
+@config.when(answer_mode="pipeline")
+def book_passages__pipeline(
     book_questions: tuple[RouteDecision, ...],
     book_evidence: tuple[BookEvidence, ...],
     book_stores: dict,

@@ -418,11 +418,6 @@ def selected_books__openai(
     return chosen or tuple(name for name, _ in book_ranking[:limit])
 
 
-def primary_book(selected_books: tuple[str, ...]) -> str:
-    """The first selected book, or "" when no book has anything."""
-    return selected_books[0] if selected_books else ""
-
-
 def kiwix_candidates(
     kiwix_backend: Any,
     book_searches: tuple[BookSearch, ...],

@@ -3,7 +3,8 @@
 stemmed title, title prefix, per-word title hits, excerpt overlap, list penalty, primary book. The table
 and its points are in ``nodes/scores.py`` (shared with the book selection of ``nodes/kiwix.py``).
 
-Config keys: none (inputs ``kiwix_candidates``, ``search_terms``, ``kiwix_query``, ``primary_book``).
+Config keys: none (inputs ``kiwix_candidates``, ``search_terms``, ``kiwix_query``, ``selected_books``:
+the first selected book is the primary one).
 Limitations: titles and excerpts are compared as bags of plural-stemmed words, so word order and
 synonyms are invisible.
 """
@@ -15,7 +16,12 @@ from folio.nodes.types import Candidate, ScoredCandidate
 
 
 def scored_candidates(
-    kiwix_candidates: tuple[Candidate, ...], search_terms: str, kiwix_query: str, primary_book: str
+    kiwix_candidates: tuple[Candidate, ...],
+    search_terms: str,
+    kiwix_query: str,
+    selected_books: tuple[str, ...],
 ) -> tuple[ScoredCandidate, ...]:
-    """All candidates scored and ranked, best first, each with its per-signal breakdown."""
-    return rank_candidates(kiwix_candidates, tuple(search_terms.split()), kiwix_query, primary_book)
+    """All candidates scored and ranked, best first, each with its per-signal breakdown (the first
+    selected book is the primary one)."""
+    primary = selected_books[0] if selected_books else ""
+    return rank_candidates(kiwix_candidates, tuple(search_terms.split()), kiwix_query, primary)

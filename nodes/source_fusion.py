@@ -9,8 +9,11 @@ Plan (``source_plan``): a BOOK clause goes to the books; any other clause goes t
 that can answer (Kiwix when it has a book to search, ``kiwix_ready``; web and news when ``searxng_url``
 is set), or to the books when none can.
 
-Kiwix query (``kiwix_query``): the clauses the plan sends to Kiwix, in the question's order, joined by
-" and " into one query ("" when none: the Kiwix nodes then search nothing and ask no LLM). One clause,
+Kiwix query (``kiwix_query``): the clauses the plan sends to Kiwix, in the question's order, then the
+BOOK clauses the books refused (no supporting evidence: "When does the Moon block out the Sun?" shares
+words with a fairy tale, finds no support there, and is asked of Kiwix too; web and news are not asked
+again), joined by " and " into one query ("" when none: the Kiwix nodes then search nothing and ask no
+LLM). Kiwix therefore runs after the book flow. One clause,
 the usual case, is searched exactly as ``folio kiwix`` would search it; several clauses are searched
 as one question (their terms pooled), so each does not get its own article.
 
@@ -310,10 +313,27 @@ def source_plan(
     return tuple(dict.fromkeys(jobs))
 
 
+def _kiwix_clauses(
+    plan: Sequence[tuple[str, str]], book_results: Sequence[SourceResult], escalate: bool
+) -> tuple[str, ...]:
+    """The clauses the plan sends to Kiwix, then (``escalate``) the book clauses the books refused."""
+    planned = [clause for source, clause in plan if source == "kiwix"]
+    refused = [r.clause for r in book_results if escalate and r.clause and _is_refusal(r.text)]
+    return tuple(dict.fromkeys([*planned, *refused]))
+
+
 @config.when_in(kiwix=["libzim", "http"])
-def kiwix_query__kiwix(source_plan: tuple[tuple[str, str], ...]) -> str:
-    """The clauses the plan sends to Kiwix, joined by " and " ("" when none)."""
-    return " and ".join(clause for source, clause in source_plan if source == "kiwix")
+def kiwix_query__kiwix(
+    source_plan: tuple[tuple[str, str], ...],
+    book_results: tuple[SourceResult, ...],
+    kiwix_ready: bool,
+    sources: Sequence[str] = DEFAULT_SOURCES,
+    fusion_max_sources: int = 4,
+) -> str:
+    """The clauses the plan sends to Kiwix, and the book clauses the books could not support (when
+    Kiwix is an enabled source with a book to search), joined by " and " ("" when none)."""
+    escalate = kiwix_ready and "kiwix" in source_names(sources, fusion_max_sources)
+    return " and ".join(_kiwix_clauses(source_plan, book_results, escalate))
 
 
 def pending_sources(

@@ -17,6 +17,7 @@ from folio.nodes.backends.llm import OpenAIChatClient
 from folio.nodes.backends.tools import Session, ToolBudget
 from folio.nodes.llm import llm_client__openai
 from folio.nodes.source_fusion import kiwix_query__kiwix
+from folio.nodes.types import NOT_FOUND, SourceResult
 from tests.conftest import ZIMS
 from tests.servers import ScriptedLLMServer, dead_url
 
@@ -128,8 +129,20 @@ def test_setting_defaults_in_the_signatures_equal_the_default_config(overrides: 
 
 def test_kiwix_query_joins_the_clauses_routed_to_kiwix() -> None:
     plan = (("book", "who is ahab"), ("kiwix", "what is neon"), ("web", "what is neon"), ("kiwix", "why"))
-    assert kiwix_query__kiwix(plan) == "what is neon and why"
-    assert kiwix_query__kiwix((("book", "who is ahab"),)) == ""
+    assert kiwix_query__kiwix(plan, (), True) == "what is neon and why"
+    assert kiwix_query__kiwix((("book", "who is ahab"),), (), True) == ""
+
+
+def test_kiwix_is_also_asked_the_book_clauses_the_books_refused() -> None:
+    plan = (("book", "when does the moon block out the sun"), ("kiwix", "what is neon"))
+    refused = SourceResult("book", "Grimm", f"{NOT_FOUND}\nSearched:\n- text_search(...)", clause=plan[0][1])
+    answered = SourceResult("book", "Grimm", "The moon rose. [1]", clause=plan[0][1])
+    both = "what is neon and when does the moon block out the sun"
+    assert kiwix_query__kiwix(plan, (refused,), True) == both
+    assert kiwix_query__kiwix(plan, (answered,), True) == "what is neon"
+    # not when Kiwix has no book to search, or is not among the enabled sources
+    assert kiwix_query__kiwix(plan, (refused,), False) == "what is neon"
+    assert kiwix_query__kiwix(plan, (refused,), True, ("book",)) == "what is neon"
 
 
 def run_answer(cfg: dict[str, Any], library: Path, question: str) -> Any:

@@ -160,6 +160,6 @@ def test_real_candidates_rank_the_emu_first() -> None:
     book = "wikipedia_en_100_mini_2022-10"
     with ZimBackend([ZIMS / f"{book}.zim"]) as backend:
         found = backend.search(book, "emus live", 20) + backend.search(book, "live wild", 20)
-    ranked = scored_candidates(found, "emus live wild", "Where do emus live in the wild?", book)
+    ranked = scored_candidates(found, "emus live wild", "Where do emus live in the wild?", (book,))
     assert ranked[0].candidate.path == "A/Emu"
     assert dict(ranked[0].breakdown)["stemmed_title"] == scores.STEMMED_TITLE
