@@ -58,9 +58,7 @@ def test_the_kind_of_answer_a_question_asks_for(question: str, kind: str) -> Non
         ("Hansel and Grethel sat by the fire.", False),
     ],
 )
-def test_a_sentence_opening_with_a_pronoun_needs_its_predecessor(
-    sentence: str, dependent: bool
-) -> None:
+def test_a_sentence_opening_with_a_pronoun_needs_its_predecessor(sentence: str, dependent: bool) -> None:
     assert needs_previous(sentence) is dependent
 
 
