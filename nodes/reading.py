@@ -468,6 +468,8 @@ def _window(hits: Sequence[Hit], lo: int, hi: int, chapter: str | None) -> _Wind
         if spans and needs_previous(text[spans[0][0] - base : spans[0][1] - base]) and text[:1].islower():
             spans = spans[1:]
         get = " " * base + text
+    # a "sentence" without a word (Potter's ". . . ." rows, a lone dash) is not read
+    spans = [(s, e) for s, e in spans if any(ch.isalnum() for ch in get[s:e])]
     return _Window(
         first.book_id,
         first.chapter_id,

@@ -160,6 +160,18 @@ def test_a_chunk_cut_mid_sentence_is_read_whole_from_the_chapter() -> None:
     assert all(not q.text[:1].islower() for p in without_chapter for q in p.quotes)
 
 
+def test_a_row_of_dots_is_not_a_sentence_of_a_passage() -> None:
+    chapter = (
+        "Tom Kitten was caught by the rats. All in a minute she rushed upon Tom Kitten. . . . . "
+        "The rats rolled him up in dough. They wanted to make a kitten dumpling."
+    )
+    hits = [hit("c1", chapter, 0, len(chapter))]
+    passages = read_book("What did the rats want to make out of Tom Kitten?", hits, lambda b, c: chapter)
+    quotes = [q.text for p in passages for q in p.quotes]
+    assert "They wanted to make a kitten dumpling." in quotes
+    assert all(any(ch.isalnum() for ch in q) for q in quotes)
+
+
 def test_no_hits_no_passages() -> None:
     assert read_book("Anything?", [], lambda b, c: None) == ()
 
