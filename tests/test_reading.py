@@ -47,9 +47,10 @@ def test_the_kind_of_answer_a_question_asks_for(question: str, kind: str) -> Non
     ("sentence", "dependent"),
     [
         ("He ran home.", True),
-        ("But the wicked mother-in-law was very unhappy.", True),
-        ("Then Grethel gave her a push.", True),
+        ("“She is not here,” said the cook.", True),
         ("This was the sign they waited for.", True),
+        ("But the wicked mother-in-law was very unhappy.", False),  # a connective reads on its own
+        ("Then Grethel gave her a push.", False),
         ("and so they lived happily.", True),
         ("wicked witch.” She laughed.", True),
         ("Peter ran home.", False),
@@ -57,9 +58,7 @@ def test_the_kind_of_answer_a_question_asks_for(question: str, kind: str) -> Non
         ("Hansel and Grethel sat by the fire.", False),
     ],
 )
-def test_a_sentence_opening_with_a_pronoun_or_connective_needs_its_predecessor(
-    sentence: str, dependent: bool
-) -> None:
+def test_a_sentence_opening_with_a_pronoun_needs_its_predecessor(sentence: str, dependent: bool) -> None:
     assert needs_previous(sentence) is dependent
 
 
@@ -159,6 +158,18 @@ def test_a_chunk_cut_mid_sentence_is_read_whole_from_the_chapter() -> None:
     assert first.start < cut or chapter[first.start].isupper() or chapter[first.start] in "\"'“‘"
     without_chapter = read_book("What did Hansel fill his pocket with?", hits, lambda b, c: None, None, 60, 3)
     assert all(not q.text[:1].islower() for p in without_chapter for q in p.quotes)
+
+
+def test_a_row_of_dots_is_not_a_sentence_of_a_passage() -> None:
+    chapter = (
+        "Tom Kitten was caught by the rats. All in a minute she rushed upon Tom Kitten. . . . . "
+        "The rats rolled him up in dough. They wanted to make a kitten dumpling."
+    )
+    hits = [hit("c1", chapter, 0, len(chapter))]
+    passages = read_book("What did the rats want to make out of Tom Kitten?", hits, lambda b, c: chapter)
+    quotes = [q.text for p in passages for q in p.quotes]
+    assert "They wanted to make a kitten dumpling." in quotes
+    assert all(any(ch.isalnum() for ch in q) for q in quotes)
 
 
 def test_no_hits_no_passages() -> None:
