@@ -426,13 +426,14 @@ def _is_refusal(answer: str) -> bool:
 
 
 def _answer_lines(text: str) -> list[str]:
-    """The answer's reading lines: blank lines and headings dropped, list bullets stripped."""
+    """The answer's reading lines: blank lines, headings and separators ("---", no word in them)
+    dropped, list bullets stripped."""
     lines = []
     for line in text.splitlines():
         if not line.strip() or _HEADING.match(line):
             continue
         lines.append(_BULLET.sub("", line).strip())
-    return [line for line in lines if line]
+    return [line for line in lines if any(ch.isalnum() for ch in line)]
 
 
 def _is_fragment(line: str) -> bool:
