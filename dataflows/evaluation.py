@@ -8,7 +8,8 @@
 book ``searcher``; the Kiwix DAG (``dataflows.kiwix_query``, one archive set or kiwix-serve per run,
 opened only when a Kiwix question comes) as the ``kiwix_searcher``; the ask graph
 (``dataflows.asking``) scoped to the question's book, to the whole library (library questions, without
-Kiwix), or to Kiwix alone, as the ``answerer``; a resolver of citations to their text
+Kiwix), or — a Kiwix question — the library's books with the archives, as ``folio ask --zim``, as the
+``answerer``; a resolver of citations to their text
 (``evidence_text``: a book citation's span is its chunk's or lies inside it, and its ``quote``, when it
 has one, is the text there) and to their chunk (``cited_chunk``). ``folio eval`` and ``folio experiment``
 (``dataflows.experiments``) are fronts of it; ``evaluate_file`` keeps the older dict-returning call.
@@ -152,8 +153,10 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
     """The evaluation DAG's inputs for ``cfg`` over ``lib`` (Kiwix opened lazily, closed on exit).
 
     The answerer runs the ask graph: for a book question over that book alone, without Kiwix
-    (``kiwix: none``); for a Kiwix question over no book, with the run's Kiwix backend. Neither asks
-    the web (``web_sources`` is empty).
+    (``kiwix: none``); for a library question over every book, without Kiwix; for a Kiwix question as
+    ``folio ask --zim`` would, over every book of the library and the run's Kiwix backend (the router
+    sends it to Kiwix, or to the books and then Kiwix when they refuse). None asks the web
+    (``web_sources`` is empty).
     """
 
     stores = stores_by_file(lib)
@@ -180,9 +183,10 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
                 run_cfg = book_cfg
                 encoder, _ = query_encoder(cfg)
                 book_stores, concept_maps = dict(by_id), dict(maps)
-            else:
+            else:  # as a user asks: the library's books beside the archives, the router decides
                 run_cfg = cfg
-                encoder, book_stores, concept_maps = None, {}, {}
+                encoder = query_encoder(cfg)[0] if by_id else None
+                book_stores, concept_maps = dict(by_id), dict(maps)
                 overrides["kiwix_backend"] = kiwix.open()
             dr = ask_driver(run_cfg)
             inputs = {

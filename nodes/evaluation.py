@@ -23,7 +23,8 @@ Retrieval metrics: ``n, located, hit@1, hit@5, hit@10, mrr@10, p50_ms, p95_ms`` 
 located questions; latency of the search).
 
 Answer metrics (``eval_answers: true``; the question goes through the query DAG, scoped to its book,
-or to Kiwix alone): ``answered``; ``answer_contained_rate`` (a normalised accepted answer — lower
+the whole library, or — a Kiwix question — the library's books and the archives, as a user asks):
+``answered``; ``answer_contained_rate`` (a normalised accepted answer — lower
 case, no punctuation or articles — appears in the answer or in the text of a cited source, over the
 questions that have accepted answers); ``grounded_rate`` (every citation resolves to real text: the
 cited chunk exists with the cited chapter and offsets, or the cited article opens and has text; over
