@@ -412,7 +412,8 @@ def _contains_answer(accepted: Sequence[str], texts: Sequence[str]) -> bool | No
 
 _MARKER = re.compile(r"[ \t]*\[\d+\]")
 _OPENERS = "\"'“‘«([{¿¡"  # a line may open with a quotation mark or a bracket
-_HEADING = re.compile(r"^\s*(#+\s|\*\*[^*]+\*\*\s*:?\s*$)")  # "## Title" or a bold title line
+# "## Title", a bold title line, or a fused answer's source header "[KIWIX — Emu]"
+_HEADING = re.compile(r"^\s*(#+\s|\*\*[^*]+\*\*\s*:?\s*$|\[[A-Z]+(?: — [^\]]*)?\]\s*$)")
 _BULLET = re.compile(r"^\s*(?:[-*•]\s+|\d+[.)]\s+)")
 
 

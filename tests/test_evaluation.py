@@ -230,8 +230,8 @@ def test_short_lines_are_three_words_or_fewer():
 def test_answer_lines_skip_blank_lines_headings_and_bullets():
     text = "## The Beatles\n\n- They stopped touring in 1966.\n**Moby-Dick**\n2. and then"
     assert _answer_lines(text) == ["They stopped touring in 1966.", "and then"]
-    # a fusion separator is layout, not a line a person reads
-    assert _answer_lines("Emus live in Australia. [1]\n\n---\n\nThey cannot fly.") == [
+    # a fusion separator or source header is layout, not a line a person reads
+    assert _answer_lines("[KIWIX — Emu]\nEmus live in Australia. [1]\n\n---\n\nThey cannot fly.") == [
         "Emus live in Australia. [1]",
         "They cannot fly.",
     ]
