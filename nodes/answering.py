@@ -37,13 +37,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
-from folio.nodes.reading import Passage, answer_passages, read_book
+from folio.nodes.reading import Passage, Quote, answer_passages, read_book
 from folio.nodes.text import coverage, question_kind, stems
 from folio.nodes.types import (
     NO_RESULTS,
@@ -130,9 +131,40 @@ def _read(
 ) -> tuple[Passage, ...]:
     if not evidence.sufficient:
         return ()
-    return read_book(
+    passages = read_book(
         question, evidence.hits, _chapter_reader(book_stores), encoder, max_words, max(1, max_passages)
     )
+    return _in_chunks(passages, _chapter_chunks(book_stores))
+
+
+def _chapter_chunks(book_stores: dict[str, Any]) -> Any:
+    """``(book_id, chapter_id) -> the chapter's chunks`` (none when the store cannot list them)."""
+    cache: dict[tuple[str, str], tuple[Hit, ...]] = {}
+
+    def chunks(book_id: str, chapter_id: str) -> tuple[Hit, ...]:
+        if (book_id, chapter_id) not in cache:
+            store = book_stores.get(book_id)
+            try:
+                found = store.chunks_in([chapter_id]) if store is not None else ()
+                cache[(book_id, chapter_id)] = tuple(found)
+            except Exception:  # a broken store: citations keep the chunk the reader gave
+                cache[(book_id, chapter_id)] = ()
+        return cache[(book_id, chapter_id)]
+
+    return chunks
+
+
+def _in_chunks(passages: Sequence[Passage], chunks: Any) -> tuple[Passage, ...]:
+    """Each quote cited by a chunk that holds all of it: a sentence read across a chunk's start (chunks
+    overlap and start mid-sentence) is cited by the chunk before, which holds it whole."""
+
+    def held(q: Quote) -> Quote:
+        holding = [h for h in chunks(q.book_id, q.chapter_id) if h.start <= q.start and q.end <= h.end]
+        if not holding or any(h.chunk_id == q.chunk_id for h in holding):
+            return q
+        return replace(q, chunk_id=holding[0].chunk_id)
+
+    return tuple(replace(p, quotes=tuple(held(q) for q in p.quotes)) for p in passages)
 
 
 def _not_found(searched: Sequence[str]) -> str:

@@ -600,7 +600,8 @@ def read_book(
         quotes = []
         for x in _filled(win.texts, i, j, lambda y, w=w: (w, y) not in taken, max_words):
             taken.add((w, x))
-            h = hit_of.get((w, x)) or _nearest(win.spans[x], hits)
+            same = [h for h in hits if (h.book_id, h.chapter_id) == (win.book_id, win.chapter_id)]
+            h = hit_of.get((w, x)) or _nearest(win.spans[x], same)
             quotes.append(
                 Quote(
                     win.book_id,
