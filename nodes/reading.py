@@ -37,7 +37,16 @@ median (was 54), first citation's sentence covering the gold section (half of th
 not kept: the stored window vectors' cosine (no gain), context weights of the neighbours' words,
 units of three sentences, filling backwards, a learned linear or boosted scorer over these features
 (no better than 0.63 gold on held-out rows): the sentence that holds the answer is often found only
-by words the question does not use.
+by words the question does not use. Tried after that (/tmp/reader3, encoder on; not kept, both halves
+must gain): filling with the preceding sentence when the following one does not fit (the rest of the
+60 words) or scores 0.15 / 0.3 less than it: in the text 0.381 (0.350 / 0.412) but 54 words and the
+first citation 0.556-0.581 (it now starts earlier than the sentence that answers); a pronoun sentence
+counting the question's names its predecessor holds: 0.378 (0.344 / 0.412), gold 0.614 (0.601 / 0.626);
+that with twice the kind weight: no better; a larger retrieval-rank prior (0.2: 0.364, gold 0.605; 0.3:
+0.359, 0.592); "why" cues with ", for he ..." and a triple kind weight for "why" questions (0.375); 8
+units encoded instead of 4 (0.375 / 0.367 with twice the meaning weight; 230 ms a question instead of
+140). Of the questions whose first citation misses the gold section, 58 in 63 where the top chunk holds
+it cite another sentence of that chunk: the sentence choice inside the chunk is what is missing.
 
 Config keys: none here (callers pass ``answer_max_words``).
 Limitations: English cues; the kind cues are word lists, not a parser; no pronoun resolution beyond

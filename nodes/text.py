@@ -43,7 +43,8 @@ Sentences
     ``.!?`` runs (closing quotes and brackets stay with it) and at a blank line (a heading is its own
     sentence; a paragraph ending in ",", ";", ":" or a dash runs on: 'and said to Grethel,' + the
     speech), except after one of ``ABBREVIATIONS`` as written ("Mr.", "Dr.", "St.", "Esq.", "No.",
-    "vs."; "no." ends a sentence), after a single capital initial ("J. R. R. Tolkien"; but "U.S.A. That"
+    "vs.", the titles "Sgt.", "Capt.", "Col.", "Gen.", "Lt.", "Rev.", "Prof.", "Hon.", "Fr.", ...; "no."
+    ends a sentence), after a single capital initial ("J. R. R. Tolkien"; but "U.S.A. That"
     ends: an initial followed by a capitalised function word), inside a word ("U.S.A.", "3.5"), or when
     the next part opens with a lower-case letter or inner punctuation (dialogue tags: '"Stop!" cried
     he.'; '"Table, be covered!" all at once'). ``TITLE_ABBREVIATIONS`` are those that stand before a name
@@ -96,9 +97,12 @@ _TITLE_WORDS = frozenset({w for w in STOPWORDS if w.endswith("n't")} | {"say", "
 QUESTION_STOPWORDS = (STOPWORDS - _TITLE_WORDS) | frozenset(_QUESTION_WORDS_TEXT.split())
 
 TITLE_ABBREVIATIONS = frozenset(
-    ["Mr", "Mrs", "Ms", "Messrs", "Mme", "Dr", "St", "Capt", "Col", "Prof", "Rev", "Lt"]
+    [
+        *("Mr", "Mrs", "Ms", "Messrs", "Mme", "Dr", "St", "Capt", "Col", "Gen", "Maj", "Lt", "Sgt", "Cpl"),
+        *("Prof", "Rev", "Hon", "Fr", "Gov", "Sen"),
+    ]
 )
-ABBREVIATIONS = TITLE_ABBREVIATIONS | frozenset(["Gen", "Sr", "Jr", "Esq", "Mt", "No", "vs"])
+ABBREVIATIONS = TITLE_ABBREVIATIONS | frozenset(["Sr", "Jr", "Esq", "Mt", "No", "vs"])
 
 WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 NAME_WORD = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")

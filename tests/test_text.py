@@ -211,6 +211,14 @@ def test_sentences_give_trimmed_spans():
         ("John Smith, Esq., wrote it. Then he slept.", ["John Smith, Esq., wrote it.", "Then he slept."]),
         ("J. R. R. Tolkien wrote books. Many.", ["J. R. R. Tolkien wrote books.", "Many."]),
         ("Capt. Ahab and Prof. Moriarty met.", ["Capt. Ahab and Prof. Moriarty met."]),
+        (
+            "They recorded Sgt. Pepper's Lonely Hearts Club Band in 1967. It sold well.",
+            ["They recorded Sgt. Pepper's Lonely Hearts Club Band in 1967.", "It sold well."],
+        ),
+        (
+            "Col. Moran, Gen. Gordon and Lt. Dunn met Rev. Small, Hon. Ellis and Fr. Brown. They ate.",
+            ["Col. Moran, Gen. Gordon and Lt. Dunn met Rev. Small, Hon. Ellis and Fr. Brown.", "They ate."],
+        ),
         ("He said no. Then he left.", ["He said no.", "Then he left."]),  # lower-case "no." ends one
         ("Wow!!! Really?! Yes...", ["Wow!!!", "Really?!", "Yes..."]),
         ("No final stop", ["No final stop"]),
@@ -295,7 +303,9 @@ def test_sentences_golden_cases_from_the_books(text: str, expected: list[str]):
 
 def test_title_abbreviations_are_abbreviations():
     assert TITLE_ABBREVIATIONS < ABBREVIATIONS
-    assert {"Mr", "Mrs", "Dr", "St"} <= TITLE_ABBREVIATIONS
+    assert {"Mr", "Mrs", "Dr", "St", "Sgt", "Capt", "Col", "Gen", "Lt", "Rev", "Prof", "Hon", "Fr"} <= (
+        TITLE_ABBREVIATIONS
+    )
     assert {"Esq", "No", "vs"} <= ABBREVIATIONS - TITLE_ABBREVIATIONS
 
 
