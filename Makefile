@@ -38,8 +38,9 @@ demo: setup
 	$(BIN)/folio search "who did the wolf trick to open the door" --library $(LIBRARY) -k 3
 	$(BIN)/folio concepts "Irene Adler" --library $(LIBRARY) -k 3
 	$(BIN)/folio kiwix "Why did the Beatles stop touring?" --zim $(DATA)/zim/*.zim
-	$(BIN)/folio ask "What did the wolf do to get into the goats' house?" --library $(LIBRARY)
+	$(BIN)/folio ask "How did Rumpelstiltskin's name get discovered?" --library $(LIBRARY)
 	$(BIN)/folio ask "What is a noble gas?" --library $(LIBRARY) --zim $(DATA)/zim/*.zim
+	$(BIN)/folio ask "Why did Peter Rabbit go into Mr. McGregor's garden?" --library $(LIBRARY)
 
 # ruff (rules and formatting) and, unless TYPECHECK=0, mypy.
 lint: setup

@@ -60,9 +60,9 @@ def format_kiwix_result(result: KiwixResult, max_candidates: int = 10, excerpt_c
         lines.append("\nerrors:")
         lines.extend(f"  {src}: {reason}" for src, reason in result.errors)
     lines.append("\nanswer:" if result.context.sections else "\nanswer: (none)")
-    for s in result.context.sections:
-        where = f"{s.title} › {s.section}" if s.section else s.title
-        lines.append(f"  [{s.source}] {where} ({s.score:g}) — {s.url}")
+    for section in result.context.sections:
+        where = f"{section.title} › {section.section}" if section.section else section.title
+        lines.append(f"  [{section.source}] {where} ({section.score:g}) — {section.url}")
     lines.append(result.context.text or "(no context)")
     return "\n".join(lines)
 

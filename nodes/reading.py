@@ -607,16 +607,20 @@ def read_book(
             continue
         win = windows[w]
         quotes = []
-        for x in _filled(win.texts, i, j, lambda y, w=w: (w, y) not in taken, max_words):
+        same = [h for h in hits if (h.book_id, h.chapter_id) == (win.book_id, win.chapter_id)]
+
+        def free(y: int, w: int = w) -> bool:
+            return (w, y) not in taken
+
+        for x in _filled(win.texts, i, j, free, max_words):
             taken.add((w, x))
-            same = [h for h in hits if (h.book_id, h.chapter_id) == (win.book_id, win.chapter_id)]
-            h = hit_of.get((w, x)) or _nearest(win.spans[x], same)
+            cited: Hit | None = hit_of.get((w, x)) or _nearest(win.spans[x], same)
             quotes.append(
                 Quote(
                     win.book_id,
                     win.chapter_id,
                     win.chapter_title,
-                    h.chunk_id if h else "",
+                    cited.chunk_id if cited else "",
                     win.spans[x][0],
                     win.spans[x][1],
                     win.texts[x],
