@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from hamilton.function_modifiers import config
 
@@ -58,6 +58,8 @@ from folio.nodes.types import (
     RouteDecision,
     SourceResult,
 )
+
+T = TypeVar("T")
 
 NOT_FOUND = "I could not find support for this in the books."
 _MARKER = re.compile(r"\[(\d+)\]")
@@ -105,20 +107,24 @@ def _extractive(passages: Sequence[Passage], max_words: int) -> tuple[str, tuple
     return "\n".join(lines), tuple(citations)
 
 
-def _chapter_reader(book_stores: dict[str, Any]) -> Any:
-    """``(book_id, chapter_id) -> chapter text`` (None when the book or chapter cannot be read)."""
-    cache: dict[tuple[str, str], str | None] = {}
+def _per_chapter(
+    book_stores: dict[str, Any], read: Callable[[Any, str], T], missing: T
+) -> Callable[[str, str], T]:
+    """``(book_id, chapter_id) -> read(store, chapter_id)``, memoised per chapter; ``missing`` when the
+    book is not in ``book_stores`` or its store fails (a broken store: the reader falls back to the
+    chunks' own text, and citations keep the chunk the reader gave)."""
+    cache: dict[tuple[str, str], T] = {}
 
-    def chapter_text(book_id: str, chapter_id: str) -> str | None:
+    def lookup(book_id: str, chapter_id: str) -> T:
         if (book_id, chapter_id) not in cache:
             store = book_stores.get(book_id)
             try:
-                cache[(book_id, chapter_id)] = store.chapter_text(chapter_id) if store is not None else None
-            except Exception:  # a broken store: the reader falls back to the chunks' own text
-                cache[(book_id, chapter_id)] = None
+                cache[(book_id, chapter_id)] = read(store, chapter_id) if store is not None else missing
+            except Exception:
+                cache[(book_id, chapter_id)] = missing
         return cache[(book_id, chapter_id)]
 
-    return chapter_text
+    return lookup
 
 
 def _read(
@@ -132,29 +138,20 @@ def _read(
     if not evidence.sufficient:
         return ()
     passages = read_book(
-        question, evidence.hits, _chapter_reader(book_stores), encoder, max_words, max(1, max_passages)
+        question,
+        evidence.hits,
+        _per_chapter(book_stores, lambda store, chapter_id: store.chapter_text(chapter_id), None),
+        encoder,
+        max_words,
+        max(1, max_passages),
     )
-    return _in_chunks(passages, _chapter_chunks(book_stores))
+    chunks = _per_chapter(book_stores, lambda store, chapter_id: tuple(store.chunks_in([chapter_id])), ())
+    return _in_chunks(passages, chunks)
 
 
-def _chapter_chunks(book_stores: dict[str, Any]) -> Any:
-    """``(book_id, chapter_id) -> the chapter's chunks`` (none when the store cannot list them)."""
-    cache: dict[tuple[str, str], tuple[Hit, ...]] = {}
-
-    def chunks(book_id: str, chapter_id: str) -> tuple[Hit, ...]:
-        if (book_id, chapter_id) not in cache:
-            store = book_stores.get(book_id)
-            try:
-                found = store.chunks_in([chapter_id]) if store is not None else ()
-                cache[(book_id, chapter_id)] = tuple(found)
-            except Exception:  # a broken store: citations keep the chunk the reader gave
-                cache[(book_id, chapter_id)] = ()
-        return cache[(book_id, chapter_id)]
-
-    return chunks
-
-
-def _in_chunks(passages: Sequence[Passage], chunks: Any) -> tuple[Passage, ...]:
+def _in_chunks(
+    passages: Sequence[Passage], chunks: Callable[[str, str], tuple[Hit, ...]]
+) -> tuple[Passage, ...]:
     """Each quote cited by a chunk that holds all of it: a sentence read across a chunk's start (chunks
     overlap and start mid-sentence) is cited by the chunk before, which holds it whole."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import ask
-from folio.nodes.answering import NOT_FOUND, _cited, _extractive, _located, _not_found
+from folio.nodes.answering import NOT_FOUND, _cited, _extractive, _in_chunks, _located, _not_found
 from folio.nodes.reading import Passage, Quote, read_book
 from folio.nodes.types import Hit
 from tests.servers import Reply, ScriptedLLMServer
@@ -169,3 +169,18 @@ def test_failing_llm_still_answers_from_evidence(fairytale_library: Path, mode: 
         )
     assert answer.citations or answer.answer.startswith(NOT_FOUND)
     assert any("LLM" in n for n in answer.notes)
+
+
+def test_a_sentence_read_across_a_chunks_start_is_cited_by_the_chunk_that_holds_it_whole() -> None:
+    # chunks overlap and start mid-sentence: c2 starts at 90, inside a sentence at 80-120 that c1 holds
+    chunks = (
+        Hit("book", "ch", "Chapter", "c1", 0, 150, 1.0, ""),
+        Hit("book", "ch", "Chapter", "c2", 90, 300, 1.0, ""),
+    )
+    across = Quote("book", "ch", "Chapter", "c2", 80, 120, "across", 1.0)
+    inside = Quote("book", "ch", "Chapter", "c2", 160, 200, "inside", 1.0)
+    (fixed,) = _in_chunks((Passage((across, inside), 1.0),), lambda book, chapter: chunks)
+    assert [q.chunk_id for q in fixed.quotes] == ["c1", "c2"]
+    # a chapter whose chunks cannot be listed keeps the reader's chunk
+    (kept,) = _in_chunks((Passage((across,), 1.0),), lambda book, chapter: ())
+    assert kept.quotes[0].chunk_id == "c2"
