@@ -128,11 +128,7 @@ def book_bench(data_dir: Path, work: Path) -> dict[str, Any]:
     staged = report.ingested[0]
 
     store = lib.store(staged.book_id)
-    rows = store._rows(
-        "SELECT w.start, w.end, c.chapter_id FROM windows w JOIN chunks c ON c.rowid = w.chunk_rowid "
-        "ORDER BY w.window_id"
-    )
-    texts = [store.chapter_text(ch)[s:e] for s, e, ch in rows]
+    texts = [store.chapter_text(ch)[s:e] for ch, s, e in lib.index.window_spans(staged.book_id)]
     t0 = time.perf_counter()
     encoder.encode(texts, int(config["embedding_batch_size"]))
     encoder_s = time.perf_counter() - t0

@@ -1,20 +1,28 @@
-"""The library directory: layout, the DuckDB catalog, and the atomic swap of staged books.
+"""The library directory: layout, the library-wide indexes, the DuckDB catalog, and book commits.
 
 Layout (the library directory is the only state; delete it and nothing else remains)::
 
     LIBRARY/
-      catalog.duckdb            books, chapters, chunks (metadata only; rebuilt from the book directories)
-      books/<book_id>/          book.json, book.sqlite (chunks + FTS5), vectors.usearch, vectors.npy,
-                                concept_map.json
-      staging/                  books being written; never read by queries
-      trash/                    replaced books, removed once the swap is complete
+      library.sqlite            every book: descriptor, concept map, chapters, chunks, FTS5, window vectors
+      vectors-<G>.usearch       one HNSW over every window (generation G; see nodes.backends.library_index)
+      catalog.duckdb            books, chapters, chunks (metadata only; rebuilt from library.sqlite)
+      staging/                  books being written by ingest; never read by queries
+      trash/                    a library's old per-book directories while they are upgraded
       cache/                    embeddings and Hamilton results (diskcache)
-      .lock                     writer lock (one ingest at a time per library)
+      .lock                     writer lock (one writer at a time per library)
 
-Ingest writes a whole book into ``staging/`` and swaps it in with two renames; ``recover()`` (run by
-every writer before it starts) restores a book left in ``trash/`` by a crash between the renames,
-drops unfinished staging directories and re-syncs the catalog from the book directories, so a crash
-or a bad file at any point leaves the library as it was before that book's ingest.
+Ingest writes a whole book into ``staging/`` (its rows, vectors, descriptor and concept map) and commits
+it into the library-wide indexes in one transaction; ``recover()`` (run by every writer before it
+starts) drops unfinished staging directories, vectors files no generation names, rebuilds a missing
+HNSW from the stored vectors, and re-syncs the catalog, so a crash or a bad file at any point leaves
+the library as it was before that book's ingest (or with the book whole).
+
+A library in the earlier per-book format (``books/<id>/book.sqlite``, ``vectors.usearch``, ...) is
+upgraded in place the first time it is opened: its books are committed in batches (a progress bar on a
+terminal) and each book directory is deleted only once its batch is committed.
+
+Resources: one ``LibraryIndex`` per library directory per process (``shared_index``), with one SQLite
+connection per thread and one memory-mapped HNSW; ``Library.close()`` releases them.
 """
 
 from __future__ import annotations
@@ -24,13 +32,41 @@ import fcntl
 import json
 import os
 import shutil
+import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from folio.nodes.backends.book_store import BookStore
+from folio.nodes.backends.library_index import DATABASE, LibraryIndex, StagedRows, VectorSettings
+from folio.nodes.backends.progress import BarProgress, NullProgress, Progress
 from folio.nodes.types import ConceptMap, FolioError, StagedBook
+
+UPGRADE_BATCH = 32  # books committed per transaction while upgrading a per-book library
+
+_INDEXES: dict[str, LibraryIndex] = {}
+_INDEXES_LOCK = threading.Lock()
+
+
+def shared_index(path: Path) -> LibraryIndex:
+    """The process's one ``LibraryIndex`` of the library directory ``path`` (opened on first use)."""
+    key = str(path.resolve())
+    with _INDEXES_LOCK:
+        index = _INDEXES.get(key)
+        if index is None:
+            index = _INDEXES[key] = LibraryIndex(path)
+        return index
+
+
+def close_index(path: Path) -> None:
+    """Close the process's index of ``path`` (its connections and HNSW view), if open."""
+    with _INDEXES_LOCK:
+        index = _INDEXES.pop(str(path.resolve()), None)
+    if index is not None:
+        index.close()
+
 
 CATALOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS books(
@@ -45,18 +81,6 @@ CREATE TABLE IF NOT EXISTS chunks(
 """
 
 
-def _chunk_rows(directory: Path, book_id: str) -> list[list[object]]:
-    """Chunk metadata (no text) of one book directory, read from its SQLite store."""
-    import apsw
-
-    conn = apsw.Connection(str(directory / "book.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        sql = "SELECT chunk_id, chapter_id, ordinal, start, end, n_tokens FROM chunks ORDER BY ordinal"
-        return [[book_id, *row] for row in conn.execute(sql)]
-    finally:
-        conn.close()
-
-
 def default_library() -> Path:
     """``$FOLIO_LIBRARY``, else the per-user data directory (``$XDG_DATA_HOME/folio``)."""
     env = os.environ.get("FOLIO_LIBRARY")
@@ -67,22 +91,66 @@ def default_library() -> Path:
 
 
 class Library:
-    """One library directory. Cheap to construct; book stores are opened lazily and shared."""
+    """One library directory. Cheap to construct; the index is opened on first use and shared."""
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_library()
-        self.books_dir = self.path / "books"
+        self.legacy_dir = self.path / "books"  # the earlier per-book format, upgraded on first open
         self.staging_dir = self.path / "staging"
         self.trash_dir = self.path / "trash"
         self.cache_dir = self.path / "cache"
         self.catalog_path = self.path / "catalog.duckdb"
-        self._stores: dict[str, BookStore] = {}
+        self.database_path = self.path / DATABASE
+
+    # --- the index -------------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.database_path.exists() or self._legacy_books() != []
+
+    @property
+    def index(self) -> LibraryIndex:
+        """The library's index (created on first use; a per-book library is upgraded first)."""
+        if self._legacy_books():
+            with self.writer():
+                pass  # the writer upgrades
+        return shared_index(self.path)
+
+    def _legacy_books(self) -> list[Path]:
+        if not self.legacy_dir.is_dir():
+            return []
+        return sorted(d for d in self.legacy_dir.iterdir() if (d / "book.json").exists())
+
+    def upgrade(self, progress: Progress | None = None) -> int:
+        """Commit every book of the earlier per-book format into the library-wide indexes (under
+        ``writer()``), a batch per transaction; returns the number of books upgraded."""
+        books = self._legacy_books()
+        if not books:
+            if self.legacy_dir.is_dir():
+                shutil.rmtree(self.legacy_dir, ignore_errors=True)
+            return 0
+        if progress is None:
+            progress = BarProgress("upgrading library", "book") if sys.stderr.isatty() else NullProgress()
+        progress.add_total(len(books))
+        index = shared_index(self.path)
+        try:
+            for start in range(0, len(books), UPGRADE_BATCH):
+                batch = books[start : start + UPGRADE_BATCH]
+                index.commit(add=[_staged_rows(d) for d in batch])
+                for directory in batch:
+                    moved = self.trash_dir / f"{directory.name}-{uuid.uuid4().hex[:8]}"
+                    os.rename(directory, moved)
+                    shutil.rmtree(moved, ignore_errors=True)
+                progress.advance(len(batch))
+        finally:
+            progress.close()
+        shutil.rmtree(self.legacy_dir, ignore_errors=True)
+        return len(books)
 
     # --- writing -------------------------------------------------------------------------------
     @contextlib.contextmanager
     def writer(self) -> Iterator[Library]:
-        """Exclusive write access: takes the lock, recovers from any earlier crash."""
-        for d in (self.books_dir, self.staging_dir, self.trash_dir, self.cache_dir):
+        """Exclusive write access: takes the lock, recovers from any earlier crash, upgrades a
+        per-book library."""
+        for d in (self.staging_dir, self.trash_dir, self.cache_dir):
             d.mkdir(parents=True, exist_ok=True)
         with open(self.path / ".lock", "a+") as lock:
             try:
@@ -101,54 +169,44 @@ class Library:
         return directory
 
     def recover(self) -> None:
-        """Undo what a crash left behind, then make the catalog match the book directories."""
+        """Undo what a crash left behind, finish an upgrade, then make the catalog match the index."""
         for leftover in self.trash_dir.iterdir() if self.trash_dir.exists() else ():
-            book_id = leftover.name.rsplit("-", 1)[0]
-            target = self.books_dir / book_id
-            if not target.exists() and (leftover / "book.json").exists():
-                os.rename(leftover, target)  # crash between the two renames: put the old book back
-            else:
-                shutil.rmtree(leftover, ignore_errors=True)
+            shutil.rmtree(leftover, ignore_errors=True)
         for leftover in self.staging_dir.iterdir() if self.staging_dir.exists() else ():
             shutil.rmtree(leftover, ignore_errors=True)
+        index = shared_index(self.path)
+        index.remove_stale_vectors()
+        if index.vectors_missing():
+            index.rebuild_vectors()
+        self.upgrade()
         self.sync_catalog()
 
     def install(self, staged: StagedBook) -> None:
-        """Swap a complete staged book into ``books/`` and record it in the catalog (under ``writer()``)."""
+        """Commit a complete staged book into the library (under ``writer()``), replacing a book of the
+        same id, and record it in the catalog."""
         source = Path(staged.directory)
         if not (source / "book.json").exists():
             raise FolioError(staged.book_id, "staged book is incomplete; nothing was changed")
-        target = self.books_dir / staged.book_id
-        old = None
-        if target.exists():
-            old = self.trash_dir / f"{staged.book_id}-{uuid.uuid4().hex[:8]}"
-            os.rename(target, old)
-        os.rename(source, target)
-        self._close_store(staged.book_id)
+        settings = VectorSettings()
+        if (source / "vectors.json").exists():
+            settings = VectorSettings(**json.loads((source / "vectors.json").read_text(encoding="utf-8")))
+        shared_index(self.path).commit(add=[_staged_rows(source)], settings=settings)
+        shutil.rmtree(source, ignore_errors=True)
         self.sync_catalog()
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
 
     def remove(self, book_id: str) -> None:
-        target = self.books_dir / book_id
-        if not target.exists():
+        """Remove a book (under ``writer()``), in one transaction."""
+        if book_id not in self.book_ids():
             raise FolioError(book_id, "no such book in the library")
-        old = self.trash_dir / f"{book_id}-{uuid.uuid4().hex[:8]}"
-        self._close_store(book_id)
-        os.rename(target, old)
+        shared_index(self.path).commit(remove=[book_id])
         self.sync_catalog()
-        shutil.rmtree(old, ignore_errors=True)
 
     # --- catalog -------------------------------------------------------------------------------
     def descriptors(self) -> list[dict[str, Any]]:
-        """``book.json`` of every installed book, sorted by title then id."""
-        out = []
-        if self.books_dir.exists():
-            for d in self.books_dir.iterdir():
-                meta = d / "book.json"
-                if meta.exists():
-                    out.append(json.loads(meta.read_text(encoding="utf-8")))
-        return sorted(out, key=lambda b: (b["title"].lower(), b["book_id"]))
+        """The descriptor of every book, sorted by title then id (none when the library is new)."""
+        if not self.exists():
+            return []
+        return list(self.index.descriptors())
 
     def sync_catalog(self) -> None:
         """Rewrite the catalog rows of books whose directory changed (one transaction)."""
@@ -202,7 +260,7 @@ class Library:
                 )
                 con.executemany(
                     "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    _chunk_rows(self.books_dir / book_id, book_id),
+                    [[book_id, *row] for row in self.index.chunk_rows(book_id)],
                 )
             con.execute("COMMIT")
         finally:
@@ -242,26 +300,42 @@ class Library:
         raise FolioError(ref, "no such book in the library" if not matches else "ambiguous book reference")
 
     def store(self, book_id: str) -> BookStore:
-        if book_id not in self._stores:
-            directory = self.books_dir / book_id
-            if not (directory / "book.json").exists():
-                raise FolioError(book_id, f"no such book in the library {self.path}")
-            self._stores[book_id] = BookStore(directory)
-        return self._stores[book_id]
+        """The book's view on the library index."""
+        for descriptor in self.descriptors():
+            if descriptor["book_id"] == book_id:
+                return BookStore(self.index, descriptor)
+        raise FolioError(book_id, f"no such book in the library {self.path}")
 
     def concept_map(self, book_id: str) -> ConceptMap | None:
-        """The book's concept map (``concept_map.json``), or None when the book has none."""
-        path = self.books_dir / book_id / "concept_map.json"
-        return ConceptMap.from_json(path.read_bytes()) if path.exists() else None
+        """The book's concept map, or None when the book has none."""
+        raw = self.index.concept_map(book_id)
+        return ConceptMap.from_json(raw) if raw is not None else None
 
     def stores(self, book_ids: list[str] | None = None) -> list[BookStore]:
-        return [self.store(b) for b in (book_ids if book_ids is not None else self.book_ids())]
-
-    def _close_store(self, book_id: str) -> None:
-        store = self._stores.pop(book_id, None)
-        if store is not None:
-            store.close()
+        by_id = {d["book_id"]: d for d in self.descriptors()}
+        ids = book_ids if book_ids is not None else list(by_id)
+        missing = [b for b in ids if b not in by_id]
+        if missing:
+            raise FolioError(missing[0], f"no such book in the library {self.path}")
+        return [BookStore(self.index, by_id[b]) for b in ids]
 
     def close(self) -> None:
-        for book_id in list(self._stores):
-            self._close_store(book_id)
+        """Release the process's index of this library (connections, HNSW view)."""
+        close_index(self.path)
+
+
+def _staged_rows(directory: Path) -> StagedRows:
+    """A staged (or earlier per-book) book directory as rows to commit."""
+    try:
+        descriptor = json.loads((directory / "book.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise FolioError(
+            str(directory), f"not a readable book directory ({exc}); nothing was changed"
+        ) from None
+    concept_map = directory / "concept_map.json"
+    return StagedRows(
+        descriptor["book_id"],
+        str(directory),
+        descriptor,
+        concept_map.read_bytes() if concept_map.exists() else None,
+    )

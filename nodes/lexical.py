@@ -1,11 +1,11 @@
-"""Lexical index: the book's chunk store and its SQLite FTS5 index, written with apsw.
+"""Lexical index: the book's rows for the library-wide FTS5 index, staged with apsw.
 
-One SQLite file per book (``book.sqlite``) holds chapters, chunks (with exact chapter offsets), the
-window → chunk map of the vector index, and an external-content FTS5 table over chunk text
-(``porter unicode61 remove_diacritics 2`` tokenizer). Queries are bm25-ranked and filterable by
-chapter ids, with phrase and proximity bonuses; see ``nodes.backends.book_store`` for the reader and
-``nodes.text.fts_match_expression`` / ``fts_phrases`` / ``fts_shingles`` for the query builders that
-never raise an FTS5 syntax error.
+The staged ``book.sqlite`` holds chapters, chunks (with exact chapter offsets) and the window → chunk
+map; the library commit (``nodes.backends.library_index``) indexes its chunks into the library's one
+FTS5 table (``porter unicode61 remove_diacritics 2`` tokenizer, library-wide term statistics) in the
+same transaction that adds the book. Queries are bm25-ranked and filterable by book and chapter, with
+phrase and proximity bonuses; ``nodes.text.fts_match_expression`` / ``fts_phrases`` / ``fts_shingles``
+build query expressions that never raise an FTS5 syntax error.
 
 Config keys: none. Limitations: English stemming (porter) only.
 """
@@ -25,8 +25,6 @@ CREATE TABLE chunks(
     text TEXT NOT NULL);
 CREATE INDEX chunks_chapter ON chunks(chapter_id);
 CREATE TABLE windows(window_id INTEGER PRIMARY KEY, chunk_rowid INTEGER NOT NULL, start INTEGER, end INTEGER);
-CREATE VIRTUAL TABLE chunks_fts USING fts5(
-    text, content='chunks', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2');
 """
 
 
@@ -59,8 +57,6 @@ def _write_store(
                 "INSERT INTO windows VALUES (?, ?, ?, ?)",
                 [(w.window_id, rowid[w.chunk_id], w.start, w.end) for w in windows],
             )
-            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
-            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
     finally:
         conn.close()
 
@@ -68,7 +64,7 @@ def _write_store(
 def lexical_index(
     manifest: Manifest, chunks: tuple[Chunk, ...], windows: tuple[Window, ...], staging_dir: str
 ) -> IndexFile:
-    """The book's SQLite store with FTS5, written into the staging directory."""
+    """The book's rows for the library's lexical index (``book.sqlite``), in the staging directory."""
     path = Path(staging_dir) / "book.sqlite"
     _write_store(path, manifest, chunks, windows)
     return IndexFile(path=str(path), count=len(chunks))

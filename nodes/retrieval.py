@@ -17,7 +17,8 @@ HNSW, no per-window max). Their per-book indexes are built on first use and kept
 Config keys: ``search_mode`` (lexical | semantic | hybrid | bm25s | dense_exact), ``hybrid_fusion``
 (convex | rrf), ``hybrid_lexical_weight``, ``hybrid_rrf_k``, ``search_k``.
 Inputs: ``query``, ``book_stores`` (opened by the caller), ``chapter_ids`` (None = whole books).
-Limitations: bm25 scores of different books are merged as they are (per-book IDF).
+Lexical and semantic search make one lookup per library (``book_store.scopes``), whatever the number
+of books: term statistics are library-wide. Limitations: the two baselines stay per book.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends import baselines
+from folio.nodes.backends.book_store import scopes
 from folio.nodes.backends.encoder import Encoder
 from folio.nodes.scores import fuse_convex
 from folio.nodes.types import Hit
@@ -68,17 +70,19 @@ def query_vector(query: str, encoder: Encoder) -> np.ndarray:
 def lexical_hits(
     query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
 ) -> tuple[Hit, ...]:
-    """bm25-ranked chunks from every store, merged."""
+    """bm25-ranked chunks of the books, one lookup per library."""
     depth = _depth(search_k)
-    return _merge([s.lexical(query, depth, chapter_ids) for s in book_stores], depth)
+    return _merge([i.lexical(query, depth, ids, chapter_ids) for i, ids in scopes(book_stores)], depth)
 
 
 def semantic_hits(
     query_vector: np.ndarray, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
 ) -> tuple[Hit, ...]:
-    """Cosine-ranked chunks from every store, merged."""
+    """Cosine-ranked chunks of the books, one lookup per library."""
     depth = _depth(search_k)
-    return _merge([s.semantic(query_vector, depth, chapter_ids) for s in book_stores], depth)
+    return _merge(
+        [i.semantic(query_vector, depth, ids, chapter_ids) for i, ids in scopes(book_stores)], depth
+    )
 
 
 @config.when(search_mode="lexical")

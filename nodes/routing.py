@@ -47,6 +47,7 @@ from typing import Any
 
 from hamilton.function_modifiers import config
 
+from folio.nodes.backends.book_store import scopes
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
 from folio.nodes.text import (
@@ -327,13 +328,16 @@ def _deterministic(
 ) -> RouteDecision:
     signals = []
     names = _clause_names(clause)
+    top: dict[str, str] = {}
+    holders: dict[str, frozenset[str]] = {}
+    for index, ids in scopes([stores[b.book_id] for b in catalog]):  # one lookup per library
+        top.update((h.book_id, h.text) for h in index.lexical(clause, 1, ids, per_book=True))
+        holders.update((n, holders.get(n, frozenset()) | index.books_holding(n, ids)) for n in names)
     held: dict[str, frozenset[str]] = {}
     for book in catalog:
-        store = stores[book.book_id]
-        top = store.lexical(clause, 1)
-        signal, why = _book_signal(book, clause, concept_maps.get(book.book_id), top[0].text if top else "")
+        signal, why = _book_signal(book, clause, concept_maps.get(book.book_id), top.get(book.book_id, ""))
         signals.append((book.book_id, signal, why))
-        held[book.book_id] = frozenset(n for n in names if store.holds_phrase(n))
+        held[book.book_id] = frozenset(n for n in names if book.book_id in holders[n])
     titles = {b.book_id: b.title for b in catalog}
     return _decide(clause, _with_names(signals, held, titles, is_definitional(clause), names))
 

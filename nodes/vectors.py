@@ -1,44 +1,49 @@
-"""Vector index: window vectors in a cosine HNSW index (usearch), plus a raw float32 copy.
+"""Vector index: the book's window vectors, staged for the library-wide HNSW (usearch).
 
-Written into the staging directory as ``vectors.usearch`` (HNSW, keys = window ids) and
-``vectors.npy`` (exact vectors, row = window id). Queries open the index memory-mapped
-(``Index.restore(..., view=True)``); chapter-filtered queries score the filtered windows exactly from
-the memory-mapped ``.npy``, which is faster and exact for the few hundred windows of a chapter set.
+Written into the staging directory as ``vectors.npy`` (float32, row = window id) and ``vectors.json``
+(the HNSW settings). The library commit (``nodes.backends.library_index``) stores each vector with its
+window and adds it to the library's one HNSW, which a search opens memory-mapped: cost does not grow
+with the number of books. Candidates from the HNSW are re-scored exactly from the stored float32
+vectors, so the index may hold them quantised (``vector_dtype``: f32, f16, i8; see README for the
+measured memory and retrieval quality of each).
 
-Config keys: ``hnsw_connectivity``, ``hnsw_expansion_add``, ``hnsw_expansion_search``.
-Limitations: one index per book; library-wide semantic search merges per-book results.
+Config keys: ``hnsw_connectivity``, ``hnsw_expansion_add``, ``vector_dtype``.
+Limitations: the settings are the library's, fixed by the first book with vectors; later books'
+settings are ignored.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
-from folio.nodes.types import IndexFile
+from folio.nodes.backends.library_index import DTYPES
+from folio.nodes.types import FolioError, IndexFile
 
 
-def _write_index(directory: Path, vectors: np.ndarray, connectivity: int, expansion_add: int) -> None:
-    from usearch.index import Index
-
+def _write_index(directory: Path, vectors: np.ndarray, settings: dict[str, object]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     np.save(directory / "vectors.npy", np.ascontiguousarray(vectors, dtype=np.float32))
-    index = Index(
-        ndim=vectors.shape[1],
-        metric="cos",
-        dtype="f32",
-        connectivity=connectivity,
-        expansion_add=expansion_add,
-    )
-    if len(vectors):
-        index.add(np.arange(len(vectors), dtype=np.uint64), np.ascontiguousarray(vectors, dtype=np.float32))
-    index.save(str(directory / "vectors.usearch"))
+    (directory / "vectors.json").write_text(json.dumps(settings), encoding="utf-8")
 
 
 def vector_index(
-    window_vectors: np.ndarray, staging_dir: str, hnsw_connectivity: int = 16, hnsw_expansion_add: int = 128
+    window_vectors: np.ndarray,
+    staging_dir: str,
+    hnsw_connectivity: int = 16,
+    hnsw_expansion_add: int = 128,
+    vector_dtype: str = "i8",
 ) -> IndexFile:
-    """The usearch HNSW file (and exact vectors) of the book's windows, in the staging directory."""
+    """The book's window vectors and the library HNSW's settings, in the staging directory."""
+    if vector_dtype not in DTYPES:
+        raise FolioError("vector_dtype", f"unknown scalar kind {vector_dtype!r}: use {', '.join(DTYPES)}")
+    settings = {
+        "connectivity": int(hnsw_connectivity),
+        "expansion_add": int(hnsw_expansion_add),
+        "dtype": vector_dtype,
+    }
     directory = Path(staging_dir)
-    _write_index(directory, window_vectors, hnsw_connectivity, hnsw_expansion_add)
-    return IndexFile(path=str(directory / "vectors.usearch"), count=len(window_vectors))
+    _write_index(directory, window_vectors, settings)
+    return IndexFile(path=str(directory / "vectors.npy"), count=len(window_vectors))

@@ -1,16 +1,16 @@
 """Plain retrieval baselines over a book store's chunks, for experiments against Folio's own search.
 
-Two per-book indexes over exactly the chunks that Folio searches (the ``chunks`` table of ``book.sqlite``):
+Two per-book indexes over exactly the chunks that Folio searches (the book's rows of the library index):
 
 * ``Bm25Index``: BM25 as computed by the ``bm25s`` library (optional dependency ``folio[baselines]``):
   ``bm25s.tokenize(texts, stopwords="en")`` (lower-cased ``\\w\\w+`` tokens, English stopwords, no
   stemmer), default parameters (``method="lucene"``, k1 = 1.5, b = 0.75). No FTS5 query building:
   the query is tokenised like the chunks and every known term counts.
-* ``DenseIndex``: one vector per chunk, the L2-normalised mean of its window vectors (``vectors.npy``,
-  rows = window ids, mapped to chunks by the ``windows`` table), scored by an exact matrix product
+* ``DenseIndex``: one vector per chunk, the L2-normalised mean of its window vectors (the stored
+  float32 vectors, mapped to chunks by the ``windows`` table), scored by an exact matrix product
   (cosine, no HNSW, no per-window max).
 
-Built indexes are kept per process, keyed by kind, book id, the book's content hash, its directory and
+Built indexes are kept per process, keyed by kind, book id, the book's content hash, its library directory and
 its chunking/model settings (``cache_key``), so repeated queries never rebuild; ``clear_cache`` drops them.
 
 Limitations: indexes live in memory only (built on the first query of each book, never persisted);
@@ -152,37 +152,25 @@ def build_bm25_book(store: BookStore) -> Bm25Book:
     return Bm25Book(BookChunks.of(hits), Bm25Index([h.text for h in hits]))
 
 
-def _window_owners(store: BookStore) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
-    """``(window_ids, chunk_rowids, chunk_id by rowid)`` read from the store's ``book.sqlite``."""
-    import apsw
-
-    conn = apsw.Connection(str(store.directory / "book.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        windows = list(conn.execute("SELECT window_id, chunk_rowid FROM windows ORDER BY window_id"))
-        chunk_ids = {int(r): c for r, c in conn.execute("SELECT rowid, chunk_id FROM chunks")}
-    finally:
-        conn.close()
-    window_ids = np.array([w for w, _ in windows], dtype=np.int64)
-    return window_ids, np.array([c for _, c in windows], dtype=np.int64), chunk_ids
-
-
 def build_dense_book(store: BookStore) -> DenseBook:
     """One mean window vector per chunk of the store (chunks without windows are left out)."""
-    window_ids, owners, chunk_ids = _window_owners(store)
-    vectors = np.load(store.directory / "vectors.npy", mmap_mode="r")
-    if len(window_ids) == 0:
-        return DenseBook(BookChunks.of([]), np.zeros((0, vectors.shape[1]), dtype=np.float32))
-    rowids, matrix = chunk_mean_vectors(np.asarray(vectors[window_ids]), owners)
+    owners, vectors = store.window_vectors()
+    if not owners:
+        return DenseBook(BookChunks.of([]), np.zeros((0, 0), dtype=np.float32))
     by_id = {h.chunk_id: h for h in store.chunks_in(None)}
-    return DenseBook(BookChunks.of([by_id[chunk_ids[int(r)]] for r in rowids]), matrix)
+    ordinal = {chunk_id: i for i, chunk_id in enumerate(by_id)}
+    rowids, matrix = chunk_mean_vectors(vectors, np.array([ordinal[c] for c in owners], dtype=np.int64))
+    order = list(by_id)
+    return DenseBook(BookChunks.of([by_id[order[int(r)]] for r in rowids]), matrix)
 
 
 # --- process cache -----------------------------------------------------------------------------
 def cache_key(kind: str, store: BookStore) -> tuple[str, ...]:
-    """Kind, book id, content hash, directory, and the chunking/model settings the chunks came from."""
+    """Kind, book id, content hash, library directory, and the chunking/model settings the chunks came
+    from."""
     d = store.descriptor
     settings = (d.get("embedding_model"), d.get("chunk_tokens"), d.get("chunk_overlap"))
-    return (kind, store.book_id, str(d.get("content_hash")), str(store.directory), repr(settings))
+    return (kind, store.book_id, str(d.get("content_hash")), str(store.index.directory), repr(settings))
 
 
 def _cached(kind: str, store: BookStore, build: Callable[[BookStore], T]) -> T:

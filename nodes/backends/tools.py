@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from folio.nodes.backends.book_store import scopes
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.text import content_words, sentences
 from folio.nodes.types import ConceptMap, ConceptMatches, FolioError, Hit
@@ -284,6 +285,12 @@ class BookTools:
                 out.setdefault(book_id, []).append(cid)
         return {b: tuple(ids) for b, ids in out.items()}
 
+    def _scope(self, scope: Collection[str] | None) -> tuple[list[Any], tuple[str, ...] | None]:
+        """The stores to search and the chapter ids to keep (None: whole books) for a tool's scope."""
+        by_book = self._by_book(scope)
+        chapters = None if not scope else tuple(sorted(c for ids in by_book.values() for c in ids or ()))
+        return [self.stores[b] for b in by_book], chapters
+
     def _remember(self, hits: Sequence[Hit]) -> None:
         for h in hits:
             self.seen.setdefault(_location(h), h)
@@ -314,8 +321,8 @@ class BookTools:
         key = ("text", self._books(), query, tuple(sorted(scope)) if scope else None, k)
 
         def make() -> tuple[Hit, ...]:
-            per_book = [self.stores[b].lexical(query, k, ids) for b, ids in self._by_book(scope).items()]
-            return self._merge(per_book, k)
+            books, chapters = self._scope(scope)
+            return self._merge([i.lexical(query, k, ids, chapters) for i, ids in scopes(books)], k)
 
         hits = self.session.cached(key, make)
         self._remember(hits)
@@ -334,8 +341,8 @@ class BookTools:
 
         def make() -> tuple[Hit, ...]:
             vector = self.encoder.encode_query(query)
-            per_book = [self.stores[b].semantic(vector, k, ids) for b, ids in self._by_book(scope).items()]
-            return self._merge(per_book, k)
+            books, chapters = self._scope(scope)
+            return self._merge([i.semantic(vector, k, ids, chapters) for i, ids in scopes(books)], k)
 
         try:
             hits = self.session.cached(key, make)

@@ -1,0 +1,875 @@
+"""The library-wide indexes: one SQLite database and one usearch HNSW over every book.
+
+Files in the library directory::
+
+    library.sqlite          (WAL) meta, books (descriptor + concept map), chapters, chunks, chunks_fts
+                            (FTS5, external content, porter unicode61 remove_diacritics 2), windows
+                            (window key -> chunk, with the window's float32 vector)
+    vectors-<G>.usearch     the HNSW over every window of generation G (meta ``generation``), keys = window keys
+
+A query is one index lookup whatever the number of books: lexical search is one FTS5 statement with
+library-wide term statistics, filtered by book and chapter columns; semantic search is one HNSW search
+whose candidate windows are re-scored exactly from their stored float32 vectors (so a quantised index
+costs little quality), or, for a scope of some books or chapters, an exact scan of that scope's
+vectors (cached per book, bounded). Hits carry their book and chapter.
+
+Writes (``commit``) add and remove whole books in one SQLite transaction (``BEGIN IMMEDIATE``,
+``synchronous=FULL``); the HNSW of the next generation is written whole to a new file (the current
+index loaded, the books' old keys removed, the new ones added) before that transaction commits, and
+the transaction records the new generation: a crash at any step leaves the old library or the new
+one. ``recover`` removes a vectors file no generation names and rebuilds the current one from the
+stored vectors when it is missing. Keys of chunks and windows are never reused.
+
+Resources: one connection per process and thread, opened lazily and closed by ``close``; one
+memory-mapped HNSW view per process; nothing is left to the garbage collector.
+
+Limitations: the HNSW settings (connectivity, expansion, scalar kind) and the embedding model are
+fixed by the library's first book with vectors; a book embedded by another model is refused (ingest
+it into another library). A write rewrites the HNSW file (seconds at a million windows).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from folio.nodes.text import (
+    fts_match_expression,
+    fts_phrase_expression,
+    fts_phrases,
+    fts_shingles,
+    fts_tokens,
+)
+from folio.nodes.types import FolioError, Hit
+
+FORMAT_VERSION = 2
+DATABASE = "library.sqlite"
+PHRASE_BONUS = 1.0  # a verbatim phrase of the query: + the best bm25 score of the query in scope
+SHINGLE_BONUS = 0.5  # all of the query's 3-word runs held: + this share of the best score
+EXACT_MAX_WINDOWS = 50_000  # a scope up to this many windows is scored exactly, a larger one by the HNSW
+VECTOR_CACHE_BYTES = 256 * 2**20  # per-book vectors kept for scoped searches (LRU)
+DTYPES = ("f32", "f16", "i8")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS books(
+    book_id TEXT PRIMARY KEY, title TEXT NOT NULL, descriptor TEXT NOT NULL, concept_map BLOB);
+CREATE TABLE IF NOT EXISTS chapters(
+    book_id TEXT NOT NULL, chapter_id TEXT NOT NULL, ord INTEGER NOT NULL, title TEXT NOT NULL,
+    text TEXT NOT NULL, PRIMARY KEY(book_id, chapter_id));
+CREATE TABLE IF NOT EXISTS chunks(
+    rowid INTEGER PRIMARY KEY, book_id TEXT NOT NULL, chunk_id TEXT NOT NULL, chapter_id TEXT NOT NULL,
+    ordinal INTEGER NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, n_tokens INTEGER NOT NULL,
+    text TEXT NOT NULL, UNIQUE(book_id, chunk_id));
+CREATE INDEX IF NOT EXISTS chunks_chapter ON chunks(book_id, chapter_id, ordinal);
+CREATE TABLE IF NOT EXISTS windows(
+    key INTEGER PRIMARY KEY, book_id TEXT NOT NULL, chunk_rowid INTEGER NOT NULL, start INTEGER,
+    end INTEGER, vector BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS windows_book ON windows(book_id, key);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    text, content='chunks', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2');
+"""
+
+_CHUNK_COLUMNS = (
+    "c.rowid, c.book_id, c.chunk_id, c.chapter_id, c.start, c.end, c.text, "
+    "coalesce((SELECT title FROM chapters h WHERE h.book_id = c.book_id AND h.chapter_id = c.chapter_id), '')"
+)
+
+
+def checkpoint(step: str) -> None:
+    """A named step of a write (``commit``); does nothing. Crash tests replace it to kill the process
+    at that step."""
+
+
+@dataclass(frozen=True)
+class StagedRows:
+    """One book to write: its staged directory (``book.sqlite`` with chapters, chunks and windows;
+    ``vectors.npy``), its descriptor and its concept map (JSON bytes, or None)."""
+
+    book_id: str
+    directory: str
+    descriptor: dict[str, Any]
+    concept_map: bytes | None
+
+
+@dataclass(frozen=True)
+class VectorSettings:
+    """The library HNSW's settings (fixed by its first book with vectors)."""
+
+    connectivity: int = 16
+    expansion_add: int = 128
+    dtype: str = "i8"
+
+
+def _in(column: str, values: Collection[str]) -> tuple[str, list[object]]:
+    return f"{column} IN ({','.join('?' * len(values))})", list(values)
+
+
+def _scope(book_ids: Collection[str] | None, chapter_ids: Collection[str] | None) -> tuple[str, list[object]]:
+    """`` AND ...`` restricting chunk alias ``c`` to the books and chapters (None: no restriction)."""
+    sql, params = "", []
+    for column, values in (("c.book_id", book_ids), ("c.chapter_id", chapter_ids)):
+        if values is not None:
+            clause, ps = _in(column, sorted(set(values)))
+            sql += f" AND {clause}"
+            params.extend(ps)
+    return sql, params
+
+
+def _hit(row: Sequence[Any], score: float) -> Hit:
+    _, book_id, chunk_id, chapter_id, start, end, text, title = row[:8]
+    return Hit(
+        book_id=book_id,
+        chapter_id=chapter_id,
+        chapter_title=title,
+        chunk_id=chunk_id,
+        start=start,
+        end=end,
+        score=float(score),
+        text=text,
+    )
+
+
+def _best_per_chunk(rowids: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The ``k`` chunks with the best window similarity, as ``(chunk rowid, similarity)``."""
+    best: dict[int, float] = {}
+    for rowid, sim in zip(rowids.tolist(), sims.tolist(), strict=True):
+        if sim > best.get(rowid, -2.0):
+            best[rowid] = sim
+    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LibraryIndex:
+    """The library's one SQLite database and one HNSW; per-thread connections, a shared HNSW view."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / DATABASE
+        self._local = threading.local()
+        self._connections: list[Any] = []
+        self._lock = threading.RLock()
+        self._hnsw: tuple[int, Any] | None = None  # (generation, memory-mapped view)
+        self._vector_cache: OrderedDict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = (
+            OrderedDict()
+        )
+        self._cache_bytes = 0
+        self._by_generation: dict[str, tuple[int, Any]] = {}
+        self._closed = False
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            conn = self._conn()
+            conn.execute("PRAGMA journal_mode=WAL")
+            with conn:
+                conn.execute(SCHEMA)
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta VALUES ('format_version', ?), ('generation', '0'), "
+                    "('next_chunk', '1'), ('next_window', '1')",
+                    (str(FORMAT_VERSION),),
+                )
+
+    # --- connections -----------------------------------------------------------------------------
+    def _conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            import apsw
+
+            if self._closed:
+                raise FolioError(str(self.directory), "the library index was closed")
+            try:
+                conn = apsw.Connection(str(self.path))
+            except apsw.Error as exc:
+                raise FolioError(str(self.path), f"cannot open the library database ({exc})") from None
+            conn.set_busy_timeout(60_000)
+            conn.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;")
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        """A connection inside one read transaction (a consistent snapshot)."""
+        conn = self._conn()
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close every connection and drop the HNSW view (idempotent)."""
+        with self._lock:
+            self._closed = True
+            for conn in self._connections:
+                try:
+                    conn.close()
+                except Exception:  # a connection of a finished thread may already be gone
+                    pass
+            self._connections.clear()
+            self._local = threading.local()
+            self._hnsw = None
+            self._vector_cache.clear()
+            self._cache_bytes = 0
+            self._by_generation.clear()
+
+    # --- meta --------------------------------------------------------------------------------------
+    @staticmethod
+    def _meta(conn: Any) -> dict[str, str]:
+        return dict(conn.execute("SELECT key, value FROM meta"))
+
+    def generation(self) -> int:
+        with self._reading() as conn:
+            return int(self._meta(conn)["generation"])
+
+    def _cached(self, conn: Any, name: str, make: Callable[[Any], Any]) -> Any:
+        """``make(conn)`` computed once per generation."""
+        generation = int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+        with self._lock:
+            held = self._by_generation.get(name)
+            if held is not None and held[0] == generation:
+                return held[1]
+        value = make(conn)
+        with self._lock:
+            self._by_generation[name] = (generation, value)
+        return value
+
+    def vectors_path(self, generation: int) -> Path:
+        return self.directory / f"vectors-{generation}.usearch"
+
+    # --- books ---------------------------------------------------------------------------------
+    def descriptors(self) -> tuple[dict[str, Any], ...]:
+        """Every book's descriptor, sorted by title then id (cached per generation)."""
+
+        def make(conn: Any) -> tuple[dict[str, Any], ...]:
+            rows = [json.loads(d) for (d,) in conn.execute("SELECT descriptor FROM books")]
+            return tuple(sorted(rows, key=lambda b: (b["title"].lower(), b["book_id"])))
+
+        with self._reading() as conn:
+            return self._cached(conn, "descriptors", make)
+
+    def concept_map(self, book_id: str) -> bytes | None:
+        with self._reading() as conn:
+            row = conn.execute("SELECT concept_map FROM books WHERE book_id = ?", (book_id,)).fetchone()
+        return bytes(row[0]) if row and row[0] is not None else None
+
+    def settings(self) -> dict[str, str]:
+        with self._reading() as conn:
+            return self._meta(conn)
+
+    # --- reading chunks ----------------------------------------------------------------------------
+    def chunks_by_rowid(self, conn: Any, rowids: Sequence[int]) -> dict[int, tuple]:
+        if not rowids:
+            return {}
+        where, params = _in("c.rowid", list(rowids))
+        return {
+            row[0]: row
+            for row in conn.execute(f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE {where}", params)
+        }
+
+    def chunk(self, book_id: str, chunk_id: str) -> Hit:
+        with self._reading() as conn:
+            rows = list(
+                conn.execute(
+                    f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.book_id = ? AND c.chunk_id = ?",
+                    (book_id, chunk_id),
+                )
+            )
+        if not rows:
+            raise FolioError(book_id, f"no chunk {chunk_id!r}")
+        return _hit(rows[0], 0.0)
+
+    def chunks_in(self, book_id: str, chapter_ids: Collection[str] | None = None) -> list[Hit]:
+        """All chunks of the book (of the given chapters), in reading order."""
+        scope, params = _scope(None, chapter_ids)
+        sql = f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.book_id = ?{scope} ORDER BY c.ordinal"
+        with self._reading() as conn:
+            return [_hit(row, 0.0) for row in conn.execute(sql, [book_id, *params])]
+
+    def chapter_text(self, book_id: str, chapter_id: str) -> str:
+        with self._reading() as conn:
+            row = conn.execute(
+                "SELECT text FROM chapters WHERE book_id = ? AND chapter_id = ?", (book_id, chapter_id)
+            ).fetchone()
+        if row is None:
+            raise FolioError(book_id, f"no chapter {chapter_id!r}")
+        return str(row[0])
+
+    def chunk_rows(self, book_id: str) -> list[tuple]:
+        """``(chunk_id, chapter_id, ordinal, start, end, n_tokens)`` of the book's chunks (no text)."""
+        sql = "SELECT chunk_id, chapter_id, ordinal, start, end, n_tokens FROM chunks WHERE book_id = ? ORDER BY ordinal"
+        with self._reading() as conn:
+            return [tuple(r) for r in conn.execute(sql, (book_id,))]
+
+    def window_spans(self, book_id: str) -> list[tuple[str, int, int]]:
+        """``(chapter_id, start, end)`` of the book's windows, in window order."""
+        sql = (
+            "SELECT c.chapter_id, w.start, w.end FROM windows w JOIN chunks c ON c.rowid = w.chunk_rowid "
+            "WHERE w.book_id = ? ORDER BY w.key"
+        )
+        with self._reading() as conn:
+            return [tuple(r) for r in conn.execute(sql, (book_id,))]
+
+    def window_vectors(self, book_id: str) -> tuple[tuple[str, ...], np.ndarray]:
+        """``(chunk id of each window, float32 vectors)`` of the book, in window order."""
+        with self._reading() as conn:
+            rows = list(
+                conn.execute(
+                    "SELECT c.chunk_id, w.vector FROM windows w JOIN chunks c ON c.rowid = w.chunk_rowid "
+                    "WHERE w.book_id = ? ORDER BY w.key",
+                    (book_id,),
+                )
+            )
+        if not rows:
+            return (), np.zeros((0, 0), dtype=np.float32)
+        return tuple(r[0] for r in rows), np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+
+    # --- lexical -----------------------------------------------------------------------------------
+    def _present(self, conn: Any, expressions: Sequence[str], scope: tuple[str, list[object]]) -> list[str]:
+        """The MATCH expressions that match some chunk in scope (one statement)."""
+        if not expressions:
+            return []
+        where, params = scope
+        one = (
+            "EXISTS(SELECT 1 FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH ?{where})"
+        )
+        flags = conn.execute(
+            "SELECT " + ", ".join([one] * len(expressions)), [p for e in expressions for p in (e, *params)]
+        ).fetchone()
+        return [e for e, flag in zip(expressions, flags, strict=True) if flag]
+
+    def _rare_word_score(self, conn: Any) -> float:
+        """bm25's idf of a word found in one chunk of the library: the least a phrase bonus is worth."""
+        count = self._cached(
+            conn, "chunk_count", lambda c: int(c.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        )
+        return math.log(max(count - 0.5, 1.5) / 1.5)
+
+    def lexical(
+        self,
+        query: str,
+        k: int = 10,
+        book_ids: Collection[str] | None = None,
+        chapter_ids: Collection[str] | None = None,
+        per_book: bool = False,
+    ) -> list[Hit]:
+        """bm25-ranked chunks with phrase and proximity bonuses, in one statement; any query string is
+        safe (no FTS5 syntax errors). ``per_book``: at most ``k`` hits of each book.
+
+        A chunk's score is its ``-bm25`` over the query's content words (library-wide statistics) plus,
+        in units of the best ``-bm25`` in scope, ``PHRASE_BONUS`` when it holds one of
+        ``fts_phrases(query)`` verbatim and ``SHINGLE_BONUS`` times the share of ``fts_shingles(query)``
+        it holds: a chunk holding the line typed ranks above every chunk that only repeats its words.
+        """
+        expression = fts_match_expression(query)
+        if expression is None or k <= 0 or (book_ids is not None and not book_ids):
+            return []
+        if chapter_ids is not None and not chapter_ids:
+            return []
+        scope = _scope(book_ids, chapter_ids)
+        with self._reading() as conn:
+            bonuses: list[tuple[str, float]] = []
+            phrase = fts_phrase_expression(fts_phrases(query))
+            if phrase is not None:
+                bonuses.append((phrase, PHRASE_BONUS))
+            shingles = self._present(
+                conn, [fts_phrase_expression((s,)) or "" for s in fts_shingles(query)], scope
+            )
+            bonuses.extend((s, SHINGLE_BONUS / len(shingles)) for s in shingles)
+            bonus_sql = " + ".join(
+                f"{weight!r} * (b.r IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))"
+                for _, weight in bonuses
+            )
+            rank = (
+                "ROW_NUMBER() OVER (PARTITION BY c.book_id ORDER BY score DESC, c.rowid)" if per_book else "0"
+            )
+            sql = (
+                "WITH b AS MATERIALIZED (SELECT c.rowid AS r, -bm25(chunks_fts) AS s FROM chunks_fts "
+                f"JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ?{scope[0]}), "
+                "top AS (SELECT max(max(s), ?) AS best FROM b), "
+                f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score FROM b JOIN top), "
+                f"ranked AS (SELECT scored.r AS r, scored.score AS score, {rank} AS n "
+                "FROM scored JOIN chunks c ON c.rowid = scored.r) "
+                f"SELECT {_CHUNK_COLUMNS}, ranked.score FROM ranked JOIN chunks c ON c.rowid = ranked.r "
+                "WHERE ranked.n <= ? ORDER BY ranked.score DESC, c.rowid LIMIT ?"
+            )
+            params: list[object] = [expression, *scope[1], self._rare_word_score(conn)]
+            params.extend(e for e, _ in bonuses)
+            params.extend([int(k) if per_book else 0, -1 if per_book else int(k)])
+            return [_hit(row, row[8]) for row in conn.execute(sql, params)]
+
+    def books_holding(self, text: str, book_ids: Collection[str] | None = None) -> frozenset[str]:
+        """The books (of ``book_ids``) some chunk of which holds the words of ``text`` in this order."""
+        expression = fts_phrase_expression((tuple(fts_tokens(text)),))
+        if expression is None:
+            return frozenset()
+        where, params = _scope(book_ids, None)
+        sql = (
+            "SELECT DISTINCT c.book_id FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH ?{where}"
+        )
+        with self._reading() as conn:
+            return frozenset(r[0] for r in conn.execute(sql, [expression, *params]))
+
+    # --- semantic ----------------------------------------------------------------------------------
+    def _view(self, generation: int) -> Any:
+        """The memory-mapped HNSW of ``generation`` (None when the library has no vectors yet)."""
+        with self._lock:
+            if self._hnsw is not None and self._hnsw[0] == generation:
+                return self._hnsw[1]
+            path = self.vectors_path(generation)
+            if not path.exists():
+                return None
+            from usearch.index import Index
+
+            try:
+                view = Index.restore(str(path), view=True)
+            except Exception as exc:
+                raise FolioError(str(path), f"unreadable vector index ({exc}); run `folio doctor`") from None
+            self._hnsw = (generation, view)
+            return view
+
+    def _book_vectors(
+        self, conn: Any, generation: int, book_id: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(chunk rowids, chapter ids, vectors)`` of the book's windows (LRU cache, bounded bytes)."""
+        key = (generation, book_id)
+        with self._lock:
+            if key in self._vector_cache:
+                self._vector_cache.move_to_end(key)
+                return self._vector_cache[key]
+        rows = list(
+            conn.execute(
+                "SELECT w.chunk_rowid, c.chapter_id, w.vector FROM windows w JOIN chunks c "
+                "ON c.rowid = w.chunk_rowid WHERE w.book_id = ? ORDER BY w.key",
+                (book_id,),
+            )
+        )
+        rowids = np.array([r[0] for r in rows], dtype=np.int64)
+        chapters = np.array([r[1] for r in rows], dtype=object)
+        matrix = (
+            np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
+            if rows
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        value = (rowids, chapters, matrix)
+        with self._lock:
+            self._vector_cache[key] = value
+            self._cache_bytes += matrix.nbytes
+            while self._cache_bytes > VECTOR_CACHE_BYTES and len(self._vector_cache) > 1:
+                _, (_, _, old) = self._vector_cache.popitem(last=False)
+                self._cache_bytes -= old.nbytes
+        return value
+
+    def _scope_windows(self, conn: Any, book_ids: Collection[str] | None) -> int:
+        if book_ids is None:
+            return self._cached(
+                conn, "window_count", lambda c: int(c.execute("SELECT count(*) FROM windows").fetchone()[0])
+            )
+        where, params = _in("book_id", sorted(set(book_ids)))
+        return int(conn.execute(f"SELECT count(*) FROM windows WHERE {where}", params).fetchone()[0])
+
+    def _exact(
+        self,
+        conn: Any,
+        generation: int,
+        q: np.ndarray,
+        k: int,
+        book_ids: Collection[str],
+        chapter_ids: Collection[str] | None,
+    ) -> list[tuple[int, float]]:
+        rowids, sims = [], []
+        allowed = set(chapter_ids) if chapter_ids is not None else None
+        for book_id in sorted(set(book_ids)):
+            ids, chapters, matrix = self._book_vectors(conn, generation, book_id)
+            if not len(ids):
+                continue
+            mask = np.ones(len(ids), dtype=bool) if allowed is None else np.isin(chapters, list(allowed))
+            rowids.append(ids[mask])
+            sims.append(np.asarray(matrix[mask] @ q, dtype=np.float64))
+        if not rowids:
+            return []
+        return _best_per_chunk(np.concatenate(rowids), np.concatenate(sims), k)
+
+    def _approximate(
+        self,
+        conn: Any,
+        view: Any,
+        q: np.ndarray,
+        k: int,
+        count: int,
+        book_ids: Collection[str] | None,
+        chapter_ids: Collection[str] | None,
+    ) -> list[tuple[int, float]]:
+        """HNSW candidates re-scored exactly from their stored vectors, kept when in scope."""
+        matches = view.search(q, min(count, len(view)))
+        keys = [int(x) for x in np.asarray(matches.keys).ravel().tolist()]
+        if not keys:
+            return []
+        where, params = _in("w.key", keys)
+        scope, scope_params = _scope(book_ids, chapter_ids)
+        rows = list(
+            conn.execute(
+                f"SELECT w.chunk_rowid, w.vector FROM windows w JOIN chunks c ON c.rowid = w.chunk_rowid "
+                f"WHERE {where}{scope}",
+                [*params, *scope_params],
+            )
+        )
+        if not rows:
+            return []
+        matrix = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+        return _best_per_chunk(
+            np.array([r[0] for r in rows], dtype=np.int64), np.asarray(matrix @ q, dtype=np.float64), k
+        )
+
+    def semantic(
+        self,
+        query_vector: np.ndarray,
+        k: int = 10,
+        book_ids: Collection[str] | None = None,
+        chapter_ids: Collection[str] | None = None,
+    ) -> list[Hit]:
+        """Chunks ranked by the cosine similarity of their best window to the query vector (exact
+        float32 scores): the whole library through the HNSW, a scope of books or chapters exactly."""
+        if k <= 0 or (book_ids is not None and not book_ids) or (chapter_ids is not None and not chapter_ids):
+            return []
+        q = np.asarray(query_vector, dtype=np.float32).ravel()
+        for attempt in range(2):
+            stale = False
+            with self._reading() as conn:
+                generation = int(
+                    conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
+                )
+                total = self._scope_windows(conn, None)
+                if total == 0:
+                    return []
+                scoped = self._scope_windows(conn, book_ids) if book_ids is not None else total
+                if book_ids is not None and (chapter_ids is not None or scoped <= EXACT_MAX_WINDOWS):
+                    top = self._exact(conn, generation, q, k, book_ids, chapter_ids)
+                else:
+                    view = self._view(generation)
+                    if view is None:
+                        stale = True  # a writer replaced the file between our reads, or it is missing
+                    else:
+                        want = int(max(4 * k, k + 16) * max(1.0, total / max(scoped, 1)))
+                        top = self._approximate(conn, view, q, k, want, book_ids, chapter_ids)
+                        if book_ids is not None and len(top) < k:
+                            top = self._exact(conn, generation, q, k, book_ids, chapter_ids)
+                if not stale:
+                    rows = self.chunks_by_rowid(conn, [r for r, _ in top])
+                    return [_hit(rows[r], s) for r, s in top if r in rows]
+            if attempt == 0 and self.generation() != generation:
+                continue
+            break
+        raise FolioError(
+            str(self.vectors_path(generation)), "the vector index is missing; run `folio doctor`"
+        )
+
+    # --- writing -----------------------------------------------------------------------------------
+    def _staged(self, book: StagedRows) -> tuple[list[tuple], list[tuple], list[tuple], np.ndarray]:
+        """Chapters, chunks and windows rows of a staged ``book.sqlite``, and its vectors."""
+        import apsw
+
+        directory = Path(book.directory)
+        try:
+            conn = apsw.Connection(str(directory / "book.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+        except apsw.Error as exc:
+            raise FolioError(
+                book.book_id, f"staged book is unreadable ({exc}); nothing was changed"
+            ) from None
+        try:
+            chapters = list(conn.execute("SELECT chapter_id, ord, title, text FROM chapters ORDER BY ord"))
+            chunks = list(
+                conn.execute(
+                    "SELECT rowid, chunk_id, chapter_id, ordinal, start, end, n_tokens, text FROM chunks ORDER BY rowid"
+                )
+            )
+            windows = list(
+                conn.execute("SELECT window_id, chunk_rowid, start, end FROM windows ORDER BY window_id")
+            )
+        except apsw.Error as exc:
+            raise FolioError(
+                book.book_id, f"staged book is unreadable ({exc}); nothing was changed"
+            ) from None
+        finally:
+            conn.close()
+        if windows:
+            vectors = np.load(directory / "vectors.npy", mmap_mode="r")
+            if len(vectors) < len(windows):
+                raise FolioError(
+                    book.book_id, "staged vectors are fewer than its windows; nothing was changed"
+                )
+        else:
+            vectors = np.zeros((0, 0), dtype=np.float32)
+        return chapters, chunks, windows, vectors
+
+    def _settings_for(
+        self, meta: dict[str, str], books: Sequence[StagedRows], settings: VectorSettings
+    ) -> dict[str, str]:
+        """The library's model and HNSW settings; a book from another model or size is refused."""
+        out = {
+            k: meta[k]
+            for k in ("embedding_model", "ndim", "connectivity", "expansion_add", "dtype")
+            if k in meta
+        }
+        for book in books:
+            model = str(book.descriptor.get("embedding_model", ""))
+            if "embedding_model" in out and out["embedding_model"] != model:
+                raise FolioError(
+                    book.descriptor.get("source_file") or book.book_id,
+                    f"embedded with {model}, but this library holds books embedded with {out['embedding_model']}: "
+                    "ingest it into another library (--library) or re-ingest every book with one model",
+                )
+            out.setdefault("embedding_model", model)
+        out.setdefault("connectivity", str(settings.connectivity))
+        out.setdefault("expansion_add", str(settings.expansion_add))
+        out.setdefault("dtype", settings.dtype)
+        return out
+
+    def _write_vectors(
+        self,
+        generation: int,
+        old_generation: int,
+        remove: Sequence[int],
+        add: tuple[np.ndarray, np.ndarray],
+        settings: dict[str, str],
+        everything: Callable[[], tuple[np.ndarray, np.ndarray]],
+    ) -> None:
+        """The HNSW of ``generation``: the old one minus ``remove`` plus ``add`` (keys, vectors), written
+        whole to a new file; when the old file is missing, every window (``everything()``) again."""
+        from usearch.index import Index
+
+        old = self.vectors_path(old_generation)
+        keys, vectors = add
+        if old.exists():
+            index = Index.restore(str(old))
+            if index is None:
+                raise FolioError(str(old), "unreadable vector index; run `folio doctor`")
+            if len(remove):
+                index.remove(np.asarray(remove, dtype=np.uint64))
+        else:
+            index = Index(
+                ndim=int(settings["ndim"]),
+                metric="cos",
+                dtype=settings["dtype"],
+                connectivity=int(settings["connectivity"]),
+                expansion_add=int(settings["expansion_add"]),
+            )
+            keys, vectors = everything()
+        if len(keys):
+            index.add(keys.astype(np.uint64), np.ascontiguousarray(vectors, dtype=np.float32))
+        target = self.vectors_path(generation)
+        tmp = target.with_suffix(".usearch.tmp")
+        index.save(str(tmp))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        _fsync_dir(self.directory)
+
+    @staticmethod
+    def _all_vectors(conn: Any) -> tuple[np.ndarray, np.ndarray]:
+        rows = list(conn.execute("SELECT key, vector FROM windows ORDER BY key"))
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        return np.array([k for k, _ in rows], dtype=np.int64), np.stack(
+            [np.frombuffer(v, dtype=np.float32) for _, v in rows]
+        )
+
+    def commit(
+        self,
+        add: Sequence[StagedRows] = (),
+        remove: Sequence[str] = (),
+        settings: VectorSettings = VectorSettings(),
+    ) -> None:
+        """Replace the books of ``add`` (adding new ones) and drop the books of ``remove``, in one
+        transaction with the next generation's HNSW; readers see the library before or after."""
+        staged = [(book, *self._staged(book)) for book in add]
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        written: Path | None = None
+        try:
+            checkpoint("begin")
+            meta = self._meta(conn)
+            generation = int(meta["generation"])
+            lib = self._settings_for(meta, add, settings)
+            affected = sorted({b.book_id for b in add} | set(remove))
+            old_keys: list[int] = []
+            if affected:
+                where, params = _in("book_id", affected)
+                old_keys = [r[0] for r in conn.execute(f"SELECT key FROM windows WHERE {where}", params)]
+                conn.execute(
+                    "INSERT INTO chunks_fts(chunks_fts, rowid, text) SELECT 'delete', rowid, text FROM chunks "
+                    f"WHERE {where}",
+                    params,
+                )
+                for table in ("windows", "chunks", "chapters", "books"):
+                    conn.execute(f"DELETE FROM {table} WHERE {where}", params)
+            checkpoint("deleted")
+            next_chunk, next_window = int(meta["next_chunk"]), int(meta["next_window"])
+            new_keys: list[np.ndarray] = []
+            new_vectors: list[np.ndarray] = []
+            for book, chapters, chunks, windows, vectors in staged:
+                conn.executemany(
+                    "INSERT INTO chapters VALUES (?, ?, ?, ?, ?)", [(book.book_id, *c) for c in chapters]
+                )
+                base = next_chunk - min((c[0] for c in chunks), default=0)
+                conn.executemany(
+                    "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(base + c[0], book.book_id, *c[1:]) for c in chunks],
+                )
+                conn.execute(
+                    "INSERT INTO chunks_fts(rowid, text) SELECT rowid, text FROM chunks WHERE book_id = ?",
+                    (book.book_id,),
+                )
+                next_chunk = base + max((c[0] for c in chunks), default=next_chunk - base - 1) + 1
+                if windows:
+                    matrix = np.ascontiguousarray(vectors[[w[0] for w in windows]], dtype=np.float32)
+                    lib.setdefault("ndim", str(matrix.shape[1]))
+                    if int(lib["ndim"]) != matrix.shape[1]:
+                        raise FolioError(
+                            book.book_id,
+                            f"vectors of {matrix.shape[1]} dimensions, the library's have {lib['ndim']}",
+                        )
+                    keys = np.arange(next_window, next_window + len(windows), dtype=np.int64)
+                    conn.executemany(
+                        "INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?)",
+                        [
+                            (int(key), book.book_id, base + w[1], w[2], w[3], matrix[i].tobytes())
+                            for i, (key, w) in enumerate(zip(keys, windows, strict=True))
+                        ],
+                    )
+                    next_window += len(windows)
+                    new_keys.append(keys)
+                    new_vectors.append(matrix)
+                descriptor = json.dumps(book.descriptor, ensure_ascii=False)
+                conn.execute(
+                    "INSERT INTO books VALUES (?, ?, ?, ?)",
+                    (book.book_id, str(book.descriptor.get("title", "")), descriptor, book.concept_map),
+                )
+            checkpoint("inserted")
+            added_keys = np.concatenate(new_keys) if new_keys else np.zeros(0, dtype=np.int64)
+            added = np.concatenate(new_vectors) if new_vectors else np.zeros((0, 0), dtype=np.float32)
+            if "ndim" in lib:
+                written = self.vectors_path(generation + 1)
+                self._write_vectors(
+                    generation + 1,
+                    generation,
+                    old_keys,
+                    (added_keys, added),
+                    lib,
+                    lambda: self._all_vectors(conn),
+                )
+            checkpoint("vectors_written")
+            updates = {
+                **lib,
+                "generation": str(generation + 1),
+                "next_chunk": str(next_chunk),
+                "next_window": str(next_window),
+            }
+            conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(updates.items()))
+            conn.execute("COMMIT")
+        except BaseException:
+            try:
+                conn.execute("ROLLBACK")
+            except Exception:  # SQLite may have rolled back already (a full disk)
+                pass
+            if written is not None:
+                written.unlink(missing_ok=True)
+            raise
+        checkpoint("committed")
+        self.remove_stale_vectors()
+        checkpoint("cleaned")
+
+    def remove_stale_vectors(self) -> None:
+        """Delete vectors files (and unfinished temporaries) of generations other than the current one."""
+        keep = self.vectors_path(self.generation()).name
+        for path in self.directory.glob("vectors-*.usearch*"):
+            if path.name != keep:
+                path.unlink(missing_ok=True)
+
+    def vectors_missing(self) -> bool:
+        """The library has windows but no HNSW file for the current generation."""
+        with self._reading() as conn:
+            generation = int(self._meta(conn)["generation"])
+            has_windows = conn.execute("SELECT EXISTS(SELECT 1 FROM windows)").fetchone()[0]
+        return bool(has_windows) and not self.vectors_path(generation).exists()
+
+    def rebuild_vectors(self) -> int:
+        """Write the current generation's HNSW again from the stored vectors (a missing or damaged
+        file); returns the number of windows indexed."""
+        from usearch.index import Index
+
+        with self._reading() as conn:
+            meta = self._meta(conn)
+            keys, matrix = self._all_vectors(conn)
+        if not len(keys):
+            return 0
+        index = Index(
+            ndim=matrix.shape[1],
+            metric="cos",
+            dtype=meta.get("dtype", "i8"),
+            connectivity=int(meta.get("connectivity", 16)),
+            expansion_add=int(meta.get("expansion_add", 128)),
+        )
+        index.add(keys.astype(np.uint64), matrix)
+        target = self.vectors_path(int(meta["generation"]))
+        tmp = target.with_suffix(".usearch.tmp")
+        index.save(str(tmp))
+        os.replace(tmp, target)
+        with self._lock:
+            self._hnsw = None
+        return len(keys)
+
+    def check(self) -> list[str]:
+        """Problems found (empty when whole): FTS5 integrity, counts against descriptors, the HNSW."""
+        problems: list[str] = []
+        import apsw
+
+        try:
+            self._conn().execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+        except apsw.Error as exc:
+            problems.append(f"lexical index: {exc}")
+        with self._reading() as conn:
+            generation = int(self._meta(conn)["generation"])
+            counts = dict(conn.execute("SELECT book_id, count(*) FROM chunks GROUP BY book_id"))
+            windows = dict(conn.execute("SELECT book_id, count(*) FROM windows GROUP BY book_id"))
+            for (descriptor,) in conn.execute("SELECT descriptor FROM books"):
+                d = json.loads(descriptor)
+                if (
+                    counts.get(d["book_id"], 0) != d["n_chunks"]
+                    or windows.get(d["book_id"], 0) != d["n_windows"]
+                ):
+                    problems.append(f"{d['book_id']}: chunks or windows do not match its descriptor")
+            total = sum(windows.values())
+        if total:
+            try:
+                view = self._view(generation)
+            except FolioError as exc:
+                problems.append(str(exc))
+            else:
+                if view is None:
+                    problems.append(f"{self.vectors_path(generation)}: missing")
+                elif len(view) != total:
+                    problems.append(f"{self.vectors_path(generation)}: {len(view)} vectors, {total} windows")
+        return problems
