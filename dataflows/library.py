@@ -48,6 +48,7 @@ UPGRADE_BATCH = 32  # books committed per transaction while upgrading a per-book
 
 _INDEXES: dict[str, LibraryIndex] = {}
 _INDEXES_LOCK = threading.Lock()
+_CHECKED: set[str] = set()  # libraries whose format and vectors this process has checked
 
 
 def shared_index(path: Path) -> LibraryIndex:
@@ -64,6 +65,7 @@ def close_index(path: Path) -> None:
     """Close the process's index of ``path`` (its connections and HNSW view), if open."""
     with _INDEXES_LOCK:
         index = _INDEXES.pop(str(path.resolve()), None)
+        _CHECKED.discard(str(path.resolve()))
     if index is not None:
         index.close()
 
@@ -108,10 +110,14 @@ class Library:
 
     @property
     def index(self) -> LibraryIndex:
-        """The library's index (created on first use; a per-book library is upgraded first)."""
-        if self._legacy_books():
-            with self.writer():
-                pass  # the writer upgrades
+        """The library's index (created on first use; on the process's first use a per-book library is
+        upgraded and a missing or damaged vector index rebuilt, by ``writer()``)."""
+        key = str(self.path.resolve())
+        if key not in _CHECKED:
+            if self._legacy_books() or shared_index(self.path).vectors_missing():
+                with self.writer():
+                    pass  # the writer's recover() upgrades and rebuilds
+            _CHECKED.add(key)
         return shared_index(self.path)
 
     def _legacy_books(self) -> list[Path]:

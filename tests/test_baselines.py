@@ -177,7 +177,7 @@ def test_repeated_queries_reuse_the_cached_index(stores, mode, monkeypatch):
     keys = [k for k in baselines.cached_keys() if k[0] == mode]
     assert len(keys) == len(stores)
     (store,) = stores
-    assert keys[0][1:4] == (store.book_id, store.descriptor["content_hash"], str(store.directory))
+    assert keys[0][1:4] == (store.book_id, store.descriptor["content_hash"], str(store.index.directory))
 
 
 def test_missing_bm25s_is_an_early_folio_error(stores, monkeypatch):

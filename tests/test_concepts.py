@@ -8,7 +8,6 @@ the map from the stored book (parsed manifest, stored chunks, stored window vect
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
+from folio.nodes.backends.book_store import BookStore
 from folio.nodes import concept_lookup, concepts, types
 from folio.nodes.concept_lookup import format_matches
 from folio.nodes.concepts import _entity_drafts, _stable_id, _theme_clusters, _top_terms, concept_map
@@ -46,33 +46,35 @@ CENTROID_WEIGHT = CONFIG["concept_centroid_weight"]
 
 @dataclass(frozen=True)
 class StoredBook:
-    """One ingested book: its directory, descriptor and the concept map the pipeline wrote."""
+    """One ingested book: its store, descriptor and the concept map the pipeline wrote."""
 
-    directory: Path
+    store: BookStore
     descriptor: dict
     raw_map: bytes
     cmap: ConceptMap
 
     def chapter_texts(self) -> dict[str, str]:
-        with sqlite3.connect(f"file:{self.directory / 'book.sqlite'}?mode=ro", uri=True) as con:
-            return dict(con.execute("SELECT chapter_id, text FROM chapters"))
+        return {c["chapter_id"]: self.store.chapter_text(c["chapter_id"]) for c in self.descriptor["chapters"]}
 
     def chunks(self) -> tuple[Chunk, ...]:
-        """The stored chunks, in reading order (rowid = position + 1)."""
-        sql = "SELECT chunk_id, chapter_id, ordinal, start, end, n_tokens, text FROM chunks ORDER BY rowid"
-        with sqlite3.connect(f"file:{self.directory / 'book.sqlite'}?mode=ro", uri=True) as con:
-            return tuple(Chunk(*row) for row in con.execute(sql))
+        """The stored chunks, in reading order."""
+        texts = self.chapter_texts()
+        tokens = {row[0]: row[5] for row in self.store.index.chunk_rows(self.store.book_id)}
+        out = []
+        for ordinal, hit in enumerate(self.store.chunks_in()):
+            assert texts[hit.chapter_id][hit.start : hit.end] == hit.text
+            out.append(
+                Chunk(hit.chunk_id, hit.chapter_id, ordinal, hit.start, hit.end, tokens[hit.chunk_id], hit.text)
+            )
+        return tuple(out)
 
     def chunk_vectors(self, n_chunks: int) -> np.ndarray:
         """Chunk vectors rebuilt from the stored window vectors, as the pipeline computes them."""
         from folio.nodes.backends.encoder import unit_means
 
-        sql = "SELECT window_id, chunk_rowid FROM windows ORDER BY window_id"
-        with sqlite3.connect(f"file:{self.directory / 'book.sqlite'}?mode=ro", uri=True) as con:
-            rows = con.execute(sql).fetchall()
-        vectors = np.load(self.directory / "vectors.npy")
-        assert [w for w, _ in rows] == list(range(len(vectors)))
-        return unit_means(vectors, np.array([r - 1 for _, r in rows], dtype=np.int64), n_chunks)
+        owners, vectors = self.store.window_vectors()
+        position = {h.chunk_id: i for i, h in enumerate(self.store.chunks_in())}
+        return unit_means(vectors, np.array([position[c] for c in owners], dtype=np.int64), n_chunks)
 
     def chapter_id(self, title: str) -> str:
         return next(c["chapter_id"] for c in self.descriptor["chapters"] if c["title"] == title)
@@ -81,9 +83,9 @@ class StoredBook:
 def _stored(library: Path) -> StoredBook:
     lib = Library(library)
     (descriptor,) = lib.descriptors()
-    directory = lib.books_dir / descriptor["book_id"]
-    raw = (directory / "concept_map.json").read_bytes()
-    return StoredBook(directory, descriptor, raw, ConceptMap.from_json(raw))
+    raw = lib.index.concept_map(descriptor["book_id"])
+    assert raw is not None
+    return StoredBook(lib.store(descriptor["book_id"]), descriptor, raw, ConceptMap.from_json(raw))
 
 
 @pytest.fixture(scope="module")

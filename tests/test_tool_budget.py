@@ -8,11 +8,18 @@ import pytest
 from folio.nodes.backends.tools import BookTools, SemanticUnavailable, Session, ToolBudget
 
 
+class BrokenIndex:
+    def descriptors(self) -> tuple[dict, ...]:
+        return ({"book_id": "b"},)
+
+    def semantic(self, vector: object, k: int, ids: object, chapters: object) -> tuple:
+        raise RuntimeError("vector index is corrupt")
+
+
 class BrokenStore:
     titles: tuple[str, ...] = ()
-
-    def semantic(self, vector: object, k: int, ids: object) -> tuple:
-        raise RuntimeError("vector index is corrupt")
+    book_id = "b"
+    index = BrokenIndex()
 
 
 class Encoder:

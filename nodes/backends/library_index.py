@@ -446,7 +446,7 @@ class LibraryIndex:
             try:
                 view = Index.restore(str(path), view=True)
             except Exception as exc:
-                raise FolioError(str(path), f"unreadable vector index ({exc}); run `folio doctor`") from None
+                raise FolioError(str(path), f"damaged vector index ({exc}); reopen the library to rebuild it") from None
             self._hnsw = (generation, view)
             return view
 
@@ -583,7 +583,7 @@ class LibraryIndex:
                 continue
             break
         raise FolioError(
-            str(self.vectors_path(generation)), "the vector index is missing; run `folio doctor`"
+            str(self.vectors_path(generation)), "the vector index is missing; reopen the library to rebuild it"
         )
 
     # --- writing -----------------------------------------------------------------------------------
@@ -665,7 +665,7 @@ class LibraryIndex:
         if old.exists():
             index = Index.restore(str(old))
             if index is None:
-                raise FolioError(str(old), "unreadable vector index; run `folio doctor`")
+                raise FolioError(str(old), "damaged vector index; reopen the library to rebuild it")
             if len(remove):
                 index.remove(np.asarray(remove, dtype=np.uint64))
         else:
@@ -798,6 +798,7 @@ class LibraryIndex:
                 written.unlink(missing_ok=True)
             raise
         checkpoint("committed")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the database file alone holds the library
         self.remove_stale_vectors()
         checkpoint("cleaned")
 
@@ -809,11 +810,18 @@ class LibraryIndex:
                 path.unlink(missing_ok=True)
 
     def vectors_missing(self) -> bool:
-        """The library has windows but no HNSW file for the current generation."""
+        """The library has windows but no readable HNSW file for the current generation (missing,
+        damaged, or not holding every window)."""
         with self._reading() as conn:
             generation = int(self._meta(conn)["generation"])
-            has_windows = conn.execute("SELECT EXISTS(SELECT 1 FROM windows)").fetchone()[0]
-        return bool(has_windows) and not self.vectors_path(generation).exists()
+            windows = int(conn.execute("SELECT count(*) FROM windows").fetchone()[0])
+        if not windows:
+            return False
+        try:
+            view = self._view(generation)
+        except FolioError:
+            return True
+        return view is None or len(view) != windows
 
     def rebuild_vectors(self) -> int:
         """Write the current generation's HNSW again from the stored vectors (a missing or damaged
@@ -836,7 +844,12 @@ class LibraryIndex:
         target = self.vectors_path(int(meta["generation"]))
         tmp = target.with_suffix(".usearch.tmp")
         index.save(str(tmp))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        with self._lock:
+            self._hnsw = None  # drop the damaged view before the file is replaced
         os.replace(tmp, target)
+        _fsync_dir(self.directory)
         with self._lock:
             self._hnsw = None
         return len(keys)
