@@ -56,6 +56,8 @@ FORMAT_VERSION = 2
 DATABASE = "library.sqlite"
 PHRASE_BONUS = 1.0  # a verbatim phrase of the query: + the best bm25 score of the query in scope
 SHINGLE_BONUS = 0.5  # all of the query's 3-word runs held: + this share of the best score
+BM25_K1, BM25_B = 1.2, 0.75  # FTS5's built-in bm25 parameters, kept by the scoped variant
+STATS_CACHE = 256  # scopes whose term-statistics base (chunks, mean length) is kept per generation
 EXACT_MAX_WINDOWS = 50_000  # a scope up to this many windows is scored exactly, a larger one by the HNSW
 VECTOR_CACHE_BYTES = 256 * 2**20  # per-book vectors kept for scoped searches (LRU)
 DTYPES = ("f32", "f16", "i8")
@@ -149,6 +151,36 @@ def _best_per_chunk(rowids: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[
     return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
 
+def _varint(blob: bytes) -> int:
+    """SQLite's variable-length integer at the start of ``blob`` (FTS5 ``docsize`` rows)."""
+    value = 0
+    for i, byte in enumerate(blob[:9]):
+        if i == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            break
+    return value
+
+
+def bm25_idf(rows: int, hits: int) -> float:
+    """FTS5's bm25 idf of a phrase found in ``hits`` of ``rows`` rows (never below 1e-6)."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0 else 1e-6
+
+
+def _scoped_bm25(api: Any, avgdl: float, *idfs: float) -> float:
+    """FTS5 auxiliary function: bm25 (positive: higher is better) with the given mean row length and
+    per-phrase idfs, so that a search of some books ranks by those books' statistics."""
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * api.column_size(0) / avgdl)
+    score = 0.0
+    for i, idf in enumerate(idfs):
+        tf = len(api.phrase_locations(i)[0])
+        if tf:
+            score += idf * tf * (BM25_K1 + 1) / (tf + norm)
+    return score
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -199,6 +231,7 @@ class LibraryIndex:
                 raise FolioError(str(self.path), f"cannot open the library database ({exc})") from None
             conn.set_busy_timeout(60_000)
             conn.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;")
+            conn.register_fts5_function("scoped_bm25", _scoped_bm25)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -359,12 +392,50 @@ class LibraryIndex:
         ).fetchone()
         return [e for e, flag in zip(expressions, flags, strict=True) if flag]
 
-    def _rare_word_score(self, conn: Any) -> float:
-        """bm25's idf of a word found in one chunk of the library: the least a phrase bonus is worth."""
-        count = self._cached(
-            conn, "chunk_count", lambda c: int(c.execute("SELECT count(*) FROM chunks").fetchone()[0])
+    def _scope_stats(self, conn: Any, scope: tuple[str, list[object]]) -> tuple[int, float]:
+        """``(chunks, mean FTS5 tokens per chunk)`` in scope (cached per generation and scope)."""
+        key = "stats:" + scope[0] + repr(scope[1])
+
+        def make(c: Any) -> tuple[int, float]:
+            sizes = [
+                _varint(bytes(sz))
+                for (sz,) in c.execute(
+                    "SELECT d.sz FROM chunks_fts_docsize d JOIN chunks c ON c.rowid = d.id "
+                    f"WHERE 1{scope[0]}",
+                    scope[1],
+                )
+            ]
+            return len(sizes), (sum(sizes) / len(sizes) if sizes else 1.0)
+
+        value: tuple[int, float] = self._cached(conn, key, make)
+        with self._lock:
+            stats = [k for k in self._by_generation if k.startswith("stats:")]
+            for old in stats[: max(0, len(stats) - STATS_CACHE)]:
+                del self._by_generation[old]
+        return value
+
+    def _bm25_sql(
+        self, conn: Any, terms: Sequence[str], scope: tuple[str, list[object]]
+    ) -> tuple[str, list[object], int]:
+        """The bm25 expression for the query's terms and its parameters, and the number of chunks in
+        scope: FTS5's own bm25 for the whole library, else the same formula over the scope's statistics
+        (chunks, mean length, each term's chunks in scope), so a book searched alone ranks as if indexed
+        alone and books searched together share one set of statistics."""
+        if not scope[0]:
+            count = self._cached(
+                conn, "chunk_count", lambda c: int(c.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            )
+            return "-bm25(chunks_fts)", [], count
+        rows, avgdl = self._scope_stats(conn, scope)
+        one = (
+            "(SELECT count(*) FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH ?{scope[0]})"
         )
-        return math.log(max(count - 0.5, 1.5) / 1.5)
+        hits = conn.execute(
+            "SELECT " + ", ".join([one] * len(terms)), [p for t in terms for p in (t, *scope[1])]
+        ).fetchone()
+        idfs = [bm25_idf(rows, int(h)) for h in hits]
+        return f"scoped_bm25(chunks_fts, ?{', ?' * len(idfs)})", [avgdl, *idfs], rows
 
     def lexical(
         self,
@@ -377,7 +448,8 @@ class LibraryIndex:
         """bm25-ranked chunks with phrase and proximity bonuses, in one statement; any query string is
         safe (no FTS5 syntax errors). ``per_book``: at most ``k`` hits of each book.
 
-        A chunk's score is its ``-bm25`` over the query's content words (library-wide statistics) plus,
+        A chunk's score is its bm25 over the query's content words (the statistics of the books searched:
+        FTS5's own for the whole library, ``_bm25_sql``) plus,
         in units of the best ``-bm25`` in scope, ``PHRASE_BONUS`` when it holds one of
         ``fts_phrases(query)`` verbatim and ``SHINGLE_BONUS`` times the share of ``fts_shingles(query)``
         it holds: a chunk holding the line typed ranks above every chunk that only repeats its words.
@@ -404,8 +476,9 @@ class LibraryIndex:
             rank = (
                 "ROW_NUMBER() OVER (PARTITION BY c.book_id ORDER BY score DESC, c.rowid)" if per_book else "0"
             )
+            bm25, bm25_params, rows = self._bm25_sql(conn, expression.split(" OR "), scope)
             sql = (
-                "WITH b AS MATERIALIZED (SELECT c.rowid AS r, -bm25(chunks_fts) AS s FROM chunks_fts "
+                f"WITH b AS MATERIALIZED (SELECT c.rowid AS r, {bm25} AS s FROM chunks_fts "
                 f"JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ?{scope[0]}), "
                 "top AS (SELECT max(max(s), ?) AS best FROM b), "
                 f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score FROM b JOIN top), "
@@ -414,7 +487,8 @@ class LibraryIndex:
                 f"SELECT {_CHUNK_COLUMNS}, ranked.score FROM ranked JOIN chunks c ON c.rowid = ranked.r "
                 "WHERE ranked.n <= ? ORDER BY ranked.score DESC, c.rowid LIMIT ?"
             )
-            params: list[object] = [expression, *scope[1], self._rare_word_score(conn)]
+            rare = math.log(max(rows - 0.5, 1.5) / 1.5)  # idf of a word in one chunk: the least bonus
+            params: list[object] = [*bm25_params, expression, *scope[1], rare]
             params.extend(e for e, _ in bonuses)
             params.extend([int(k) if per_book else 0, -1 if per_book else int(k)])
             return [_hit(row, row[8]) for row in conn.execute(sql, params)]
@@ -446,7 +520,9 @@ class LibraryIndex:
             try:
                 view = Index.restore(str(path), view=True)
             except Exception as exc:
-                raise FolioError(str(path), f"damaged vector index ({exc}); reopen the library to rebuild it") from None
+                raise FolioError(
+                    str(path), f"damaged vector index ({exc}); reopen the library to rebuild it"
+                ) from None
             self._hnsw = (generation, view)
             return view
 
@@ -583,7 +659,8 @@ class LibraryIndex:
                 continue
             break
         raise FolioError(
-            str(self.vectors_path(generation)), "the vector index is missing; reopen the library to rebuild it"
+            str(self.vectors_path(generation)),
+            "the vector index is missing; reopen the library to rebuild it",
         )
 
     # --- writing -----------------------------------------------------------------------------------
