@@ -50,9 +50,7 @@ def small_books(data_dir: Path, n: int, words: int = 400) -> list[SmallBook]:
     for path in sorted((data_dir / "books" / "txt").glob("*.txt")):
         tokens.extend(_body(path.read_text(encoding="utf-8")).split())
     size = max(20, min(words, len(tokens) // max(n, 1)))
-    return [
-        SmallBook(f"Piece {i + 1:04d}", " ".join(tokens[i * size : (i + 1) * size])) for i in range(n)
-    ]
+    return [SmallBook(f"Piece {i + 1:04d}", " ".join(tokens[i * size : (i + 1) * size])) for i in range(n)]
 
 
 def write_book_files(books: Sequence[SmallBook], directory: Path) -> list[Path]:
@@ -92,7 +90,8 @@ def _staged(book: SmallBook, directory: Path, model: str) -> tuple[StagedRows, l
         text=book.text,
     )
     spans = [m.span() for m in re.finditer(r"\S+", book.text)]
-    windows, texts = [], []
+    windows: list[Window] = []
+    texts: list[str] = []
     for i in range(0, max(len(spans), 1), WINDOW_WORDS):
         part = spans[i : i + WINDOW_WORDS] or [(0, len(book.text))]
         start, end = part[0][0], part[-1][1]
@@ -125,7 +124,13 @@ def _staged(book: SmallBook, directory: Path, model: str) -> tuple[StagedRows, l
         "n_chunks": 1,
         "n_windows": len(windows),
         "chapters": [
-            {"chapter_id": chapter.chapter_id, "order": 0, "title": book.title, "length": len(book.text), "n_chunks": 1}
+            {
+                "chapter_id": chapter.chapter_id,
+                "order": 0,
+                "title": book.title,
+                "length": len(book.text),
+                "n_chunks": 1,
+            }
         ],
     }
     (directory / "book.json").write_text(json.dumps(descriptor), encoding="utf-8")

@@ -17,8 +17,8 @@ import pytest
 
 from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
-from folio.nodes.backends.book_store import BookStore
 from folio.nodes import concept_lookup, concepts, types
+from folio.nodes.backends.book_store import BookStore
 from folio.nodes.concept_lookup import format_matches
 from folio.nodes.concepts import _entity_drafts, _stable_id, _theme_clusters, _top_terms, concept_map
 from folio.nodes.text import fold
@@ -54,7 +54,8 @@ class StoredBook:
     cmap: ConceptMap
 
     def chapter_texts(self) -> dict[str, str]:
-        return {c["chapter_id"]: self.store.chapter_text(c["chapter_id"]) for c in self.descriptor["chapters"]}
+        ids = [c["chapter_id"] for c in self.descriptor["chapters"]]
+        return {chapter_id: self.store.chapter_text(chapter_id) for chapter_id in ids}
 
     def chunks(self) -> tuple[Chunk, ...]:
         """The stored chunks, in reading order."""
@@ -63,9 +64,8 @@ class StoredBook:
         out = []
         for ordinal, hit in enumerate(self.store.chunks_in()):
             assert texts[hit.chapter_id][hit.start : hit.end] == hit.text
-            out.append(
-                Chunk(hit.chunk_id, hit.chapter_id, ordinal, hit.start, hit.end, tokens[hit.chunk_id], hit.text)
-            )
+            n_tokens = tokens[hit.chunk_id]
+            out.append(Chunk(hit.chunk_id, hit.chapter_id, ordinal, hit.start, hit.end, n_tokens, hit.text))
         return tuple(out)
 
     def chunk_vectors(self, n_chunks: int) -> np.ndarray:

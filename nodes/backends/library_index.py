@@ -5,7 +5,8 @@ Files in the library directory::
     library.sqlite          (WAL) meta, books (descriptor + concept map), chapters, chunks, chunks_fts
                             (FTS5, external content, porter unicode61 remove_diacritics 2), windows
                             (window key -> chunk, with the window's float32 vector)
-    vectors-<G>.usearch     the HNSW over every window of generation G (meta ``generation``), keys = window keys
+    vectors-<G>.usearch     the HNSW over every window of generation G (meta ``generation``);
+                            keys = window keys
 
 A query is one index lookup whatever the number of books: lexical search is one FTS5 statement with
 library-wide term statistics, filtered by book and chapter columns; semantic search is one HNSW search
@@ -30,6 +31,7 @@ it into another library). A write rewrites the HNSW file (seconds at a million w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -113,7 +115,7 @@ class VectorSettings:
     dtype: str = "i8"
 
 
-def _in(column: str, values: Collection[str]) -> tuple[str, list[object]]:
+def _in(column: str, values: Collection[str] | Collection[int]) -> tuple[str, list[object]]:
     return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
 
@@ -169,7 +171,7 @@ def bm25_idf(rows: int, hits: int) -> float:
     return idf if idf > 0 else 1e-6
 
 
-def _scoped_bm25(api: Any, avgdl: float, *idfs: float) -> float:
+def _scoped_bm25(api: Any, avgdl: Any, *idfs: Any) -> float:
     """FTS5 auxiliary function: bm25 (positive: higher is better) with the given mean row length and
     per-phrase idfs, so that a search of some books ranks by those books' statistics."""
     norm = BM25_K1 * (1 - BM25_B + BM25_B * api.column_size(0) / avgdl)
@@ -231,7 +233,7 @@ class LibraryIndex:
                 raise FolioError(str(self.path), f"cannot open the library database ({exc})") from None
             conn.set_busy_timeout(60_000)
             conn.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;")
-            conn.register_fts5_function("scoped_bm25", _scoped_bm25)
+            conn.register_fts5_function("scoped_bm25", _scoped_bm25)  # type: ignore[arg-type]
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -255,10 +257,8 @@ class LibraryIndex:
         with self._lock:
             self._closed = True
             for conn in self._connections:
-                try:
+                with contextlib.suppress(Exception):  # a finished thread's connection may be gone
                     conn.close()
-                except Exception:  # a connection of a finished thread may already be gone
-                    pass
             self._connections.clear()
             self._local = threading.local()
             self._hnsw = None
@@ -350,7 +350,10 @@ class LibraryIndex:
 
     def chunk_rows(self, book_id: str) -> list[tuple]:
         """``(chunk_id, chapter_id, ordinal, start, end, n_tokens)`` of the book's chunks (no text)."""
-        sql = "SELECT chunk_id, chapter_id, ordinal, start, end, n_tokens FROM chunks WHERE book_id = ? ORDER BY ordinal"
+        sql = (
+            "SELECT chunk_id, chapter_id, ordinal, start, end, n_tokens FROM chunks "
+            "WHERE book_id = ? ORDER BY ordinal"
+        )
         with self._reading() as conn:
             return [tuple(r) for r in conn.execute(sql, (book_id,))]
 
@@ -481,7 +484,8 @@ class LibraryIndex:
                 f"WITH b AS MATERIALIZED (SELECT c.rowid AS r, {bm25} AS s FROM chunks_fts "
                 f"JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ?{scope[0]}), "
                 "top AS (SELECT max(max(s), ?) AS best FROM b), "
-                f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score FROM b JOIN top), "
+                f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score "
+                "FROM b JOIN top), "
                 f"ranked AS (SELECT scored.r AS r, scored.score AS score, {rank} AS n "
                 "FROM scored JOIN chunks c ON c.rowid = scored.r) "
                 f"SELECT {_CHUNK_COLUMNS}, ranked.score FROM ranked JOIN chunks c ON c.rowid = ranked.r "
@@ -679,7 +683,8 @@ class LibraryIndex:
             chapters = list(conn.execute("SELECT chapter_id, ord, title, text FROM chapters ORDER BY ord"))
             chunks = list(
                 conn.execute(
-                    "SELECT rowid, chunk_id, chapter_id, ordinal, start, end, n_tokens, text FROM chunks ORDER BY rowid"
+                    "SELECT rowid, chunk_id, chapter_id, ordinal, start, end, n_tokens, text FROM chunks "
+                    "ORDER BY rowid"
                 )
             )
             windows = list(
@@ -705,7 +710,7 @@ class LibraryIndex:
         self, meta: dict[str, str], books: Sequence[StagedRows], settings: VectorSettings
     ) -> dict[str, str]:
         """The library's model and HNSW settings; a book from another model or size is refused."""
-        out = {
+        out: dict[str, str] = {
             k: meta[k]
             for k in ("embedding_model", "ndim", "connectivity", "expansion_add", "dtype")
             if k in meta
@@ -715,7 +720,8 @@ class LibraryIndex:
             if "embedding_model" in out and out["embedding_model"] != model:
                 raise FolioError(
                     book.descriptor.get("source_file") or book.book_id,
-                    f"embedded with {model}, but this library holds books embedded with {out['embedding_model']}: "
+                    f"embedded with {model}, but this library holds books embedded with "
+                    f"{out['embedding_model']}: "
                     "ingest it into another library (--library) or re-ingest every book with one model",
                 )
             out.setdefault("embedding_model", model)
@@ -796,7 +802,8 @@ class LibraryIndex:
                 where, params = _in("book_id", affected)
                 old_keys = [r[0] for r in conn.execute(f"SELECT key FROM windows WHERE {where}", params)]
                 conn.execute(
-                    "INSERT INTO chunks_fts(chunks_fts, rowid, text) SELECT 'delete', rowid, text FROM chunks "
+                    "INSERT INTO chunks_fts(chunks_fts, rowid, text) "
+                    "SELECT 'delete', rowid, text FROM chunks "
                     f"WHERE {where}",
                     params,
                 )
@@ -867,10 +874,8 @@ class LibraryIndex:
             conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(updates.items()))
             conn.execute("COMMIT")
         except BaseException:
-            try:
+            with contextlib.suppress(Exception):  # SQLite may have rolled back already (a full disk)
                 conn.execute("ROLLBACK")
-            except Exception:  # SQLite may have rolled back already (a full disk)
-                pass
             if written is not None:
                 written.unlink(missing_ok=True)
             raise
