@@ -273,7 +273,7 @@ class Library:
             con.close()
 
     def books(self) -> list[dict[str, Any]]:
-        """Catalog rows: id, title, author, chapters, chunks per book (from the book directories)."""
+        """Catalog rows: id, title, author, chapters, chunks per book (from the library index)."""
         return [
             {
                 "book_id": b["book_id"],

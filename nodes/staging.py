@@ -1,7 +1,7 @@
 """Staging: the book's descriptor (``book.json``) written last, marking the staged directory complete.
 
 ``book.json`` holds what the catalog needs (metadata, chapters without text, counts, the embedding
-model and chunk settings), so the DuckDB catalog can always be rebuilt from the book directories.
+model and chunk settings), so the DuckDB catalog can always be rebuilt from the library index, where the commit stores it.
 
 Config keys: none. Limitations: the swap into the library is done by ``dataflows.library``.
 """

@@ -220,7 +220,7 @@ class IndexFile:
 
 @dataclass(frozen=True)
 class StagedBook:
-    """A fully written book directory, ready to be swapped into the library."""
+    """A fully written staged book directory, ready to be committed into the library."""
 
     book_id: str
     directory: str
