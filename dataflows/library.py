@@ -19,7 +19,9 @@ the library as it was before that book's ingest (or with the book whole).
 
 A library in the earlier per-book format (``books/<id>/book.sqlite``, ``vectors.usearch``, ...) is
 upgraded in place the first time it is opened: its books are committed in batches (a progress bar on a
-terminal) and each book directory is deleted only once its batch is committed.
+terminal) and each book directory is deleted only once its batch is committed; a book that cannot join
+(another embedding model than the library's, a damaged store) is moved whole to ``not-upgraded/`` with
+a one-line note.
 
 Resources: one ``LibraryIndex`` per library directory per process (``shared_index``), with one SQLite
 connection per thread and one memory-mapped HNSW; ``Library.close()`` releases them.
@@ -35,6 +37,7 @@ import shutil
 import sys
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,9 @@ _CHECKED: set[str] = set()  # libraries whose format and vectors this process ha
 def shared_index(path: Path) -> LibraryIndex:
     """The process's one ``LibraryIndex`` of the library directory ``path`` (opened on first use)."""
     key = str(path.resolve())
+    index = _INDEXES.get(key)
+    if index is not None:
+        return index
     with _INDEXES_LOCK:
         index = _INDEXES.get(key)
         if index is None:
@@ -103,6 +109,7 @@ class Library:
         self.cache_dir = self.path / "cache"
         self.catalog_path = self.path / "catalog.duckdb"
         self.database_path = self.path / DATABASE
+        self._key = str(self.path.resolve())
 
     # --- the index -------------------------------------------------------------------------------
     def exists(self) -> bool:
@@ -112,12 +119,11 @@ class Library:
     def index(self) -> LibraryIndex:
         """The library's index (created on first use; on the process's first use a per-book library is
         upgraded and a missing or damaged vector index rebuilt, by ``writer()``)."""
-        key = str(self.path.resolve())
-        if key not in _CHECKED:
+        if self._key not in _CHECKED:
             if self._legacy_books() or shared_index(self.path).vectors_missing():
                 with self.writer():
                     pass  # the writer's recover() upgrades and rebuilds
-            _CHECKED.add(key)
+            _CHECKED.add(self._key)
         return shared_index(self.path)
 
     def _legacy_books(self) -> list[Path]:
@@ -135,12 +141,16 @@ class Library:
             return 0
         if progress is None:
             progress = BarProgress("upgrading library", "book") if sys.stderr.isatty() else NullProgress()
-        progress.add_total(len(books))
         index = shared_index(self.path)
+        books = self._one_model(books, index)
+        progress.add_total(len(books))
         try:
             for start in range(0, len(books), UPGRADE_BATCH):
                 batch = books[start : start + UPGRADE_BATCH]
-                index.commit(add=[_staged_rows(d) for d in batch])
+                try:
+                    index.commit(add=[_staged_rows(d) for d in batch])
+                except FolioError:  # a damaged book: the others one by one, the damaged one set aside
+                    batch = [d for d in batch if self._upgrade_alone(index, d)]
                 for directory in batch:
                     moved = self.trash_dir / f"{directory.name}-{uuid.uuid4().hex[:8]}"
                     os.rename(directory, moved)
@@ -150,6 +160,43 @@ class Library:
             progress.close()
         shutil.rmtree(self.legacy_dir, ignore_errors=True)
         return len(books)
+
+    def _set_aside(self, directory: Path, why: str) -> None:
+        """Move an old book directory that cannot be upgraded to ``not-upgraded/``, with a note."""
+        target = self.path / "not-upgraded" / directory.name
+        target.parent.mkdir(exist_ok=True)
+        os.rename(directory, target)
+        print(f"folio: {directory.name}: {why}; kept whole in {target}", file=sys.stderr)
+
+    def _upgrade_alone(self, index: LibraryIndex, directory: Path) -> bool:
+        try:
+            index.commit(add=[_staged_rows(directory)])
+        except FolioError as exc:
+            self._set_aside(directory, f"not upgraded ({exc.reason})")
+            return False
+        return True
+
+    def _one_model(self, books: list[Path], index: LibraryIndex) -> list[Path]:
+        """The books embedded by the library's model (else the most common one); each other book is
+        moved to ``not-upgraded/`` whole, with a one-line note (one index holds one model's vectors)."""
+        models = {}
+        for directory in books:
+            try:
+                models[directory] = json.loads((directory / "book.json").read_text(encoding="utf-8")).get(
+                    "embedding_model", ""
+                )
+            except (OSError, ValueError):
+                models[directory] = ""
+        counts = Counter(models.values())
+        model = index.settings().get("embedding_model") or max(counts, key=lambda m: (counts[m], m))
+        keep = [d for d in books if models[d] == model]
+        for directory in books:
+            if models[directory] != model:
+                other = models[directory] or "an unknown model"
+                self._set_aside(
+                    directory, f"embedded with {other}, not {model} (ingest it into another library)"
+                )
+        return keep
 
     # --- writing -------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -323,7 +370,8 @@ class Library:
         missing = [b for b in ids if b not in by_id]
         if missing:
             raise FolioError(missing[0], f"no such book in the library {self.path}")
-        return [BookStore(self.index, by_id[b]) for b in ids]
+        index = self.index
+        return [BookStore(index, by_id[b]) for b in ids]
 
     def close(self) -> None:
         """Release the process's index of this library (connections, HNSW view)."""

@@ -1,9 +1,10 @@
 """Staging: the book's descriptor (``book.json``) written last, marking the staged directory complete.
 
 ``book.json`` holds what the catalog needs (metadata, chapters without text, counts, the embedding
-model and chunk settings), so the DuckDB catalog can always be rebuilt from the library index, where the commit stores it.
+model and chunk settings); the commit stores it in the library index, from which the DuckDB catalog
+can always be rebuilt.
 
-Config keys: none. Limitations: the swap into the library is done by ``dataflows.library``.
+Config keys: none. Limitations: the commit into the library is done by ``dataflows.library``.
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ class LibraryIndex:
         self.directory = Path(directory)
         self.path = self.directory / DATABASE
         self._local = threading.local()
-        self._connections: list[Any] = []
+        self._connections: dict[threading.Thread, Any] = {}
         self._lock = threading.RLock()
         self._hnsw: tuple[int, Any] | None = None  # (generation, memory-mapped view)
         self._vector_cache: OrderedDict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = (
@@ -206,7 +206,6 @@ class LibraryIndex:
         )
         self._cache_bytes = 0
         self._by_generation: dict[str, tuple[int, Any]] = {}
-        self._closed = False
         self.directory.mkdir(parents=True, exist_ok=True)
         with self._lock:
             conn = self._conn()
@@ -225,8 +224,6 @@ class LibraryIndex:
         if conn is None:
             import apsw
 
-            if self._closed:
-                raise FolioError(str(self.directory), "the library index was closed")
             try:
                 conn = apsw.Connection(str(self.path))
             except apsw.Error as exc:
@@ -236,7 +233,10 @@ class LibraryIndex:
             conn.register_fts5_function("scoped_bm25", _scoped_bm25)  # type: ignore[arg-type]
             self._local.conn = conn
             with self._lock:
-                self._connections.append(conn)
+                for thread in [t for t in self._connections if not t.is_alive()]:
+                    with contextlib.suppress(Exception):  # a finished thread's connection
+                        self._connections.pop(thread).close()
+                self._connections[threading.current_thread()] = conn
         return conn
 
     @contextmanager
@@ -253,10 +253,9 @@ class LibraryIndex:
             conn.execute("COMMIT")
 
     def close(self) -> None:
-        """Close every connection and drop the HNSW view (idempotent)."""
+        """Close every connection and drop the HNSW view (idempotent; a later query opens anew)."""
         with self._lock:
-            self._closed = True
-            for conn in self._connections:
+            for conn in self._connections.values():
                 with contextlib.suppress(Exception):  # a finished thread's connection may be gone
                     conn.close()
             self._connections.clear()
@@ -644,6 +643,14 @@ class LibraryIndex:
                 total = self._scope_windows(conn, None)
                 if total == 0:
                     return []
+                if book_ids is None and chapter_ids is not None:  # chapters of any book: theirs, exactly
+                    where, params = _in("chapter_id", sorted(set(chapter_ids)))
+                    book_ids = [
+                        r[0]
+                        for r in conn.execute(f"SELECT DISTINCT book_id FROM chapters WHERE {where}", params)
+                    ]
+                    if not book_ids:
+                        return []
                 scoped = self._scope_windows(conn, book_ids) if book_ids is not None else total
                 if book_ids is not None and (chapter_ids is not None or scoped <= EXACT_MAX_WINDOWS):
                     top = self._exact(conn, generation, q, k, book_ids, chapter_ids)
