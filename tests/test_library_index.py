@@ -4,12 +4,15 @@ libraries in place, bounded open files, and the index's search behaviour.
 Libraries here are small and built without a model (``dataflows.scaling.generated_library`` with hashed
 vectors, or books written from plain Python rows), except where a real ingested book is needed (the
 upgrade of a real library, hybrid search through the encoder): those tests carry the ``model`` marker.
-Crashes are real: a subprocess whose ``library_index.checkpoint`` calls ``os._exit`` at one step.
+Crashes are real: a subprocess whose ``library_index.checkpoint`` calls ``os._exit`` at one step. Tests
+on the generated 1,000-book library (about ten seconds to build) are marked ``slow``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import gc
 import hashlib
 import json
 import math
@@ -50,7 +53,7 @@ LEGACY_FTS = (
 )
 
 
-# --- books as rows -----------------------------------------------------------------------------------
+# --- books as rows -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BookRows:
     """One book as the staged (and earlier per-book) ``book.sqlite`` holds it, with its vectors."""
@@ -79,10 +82,14 @@ def synthetic_book(
     """A book whose chapters are the given chunk texts (one window per chunk, hashed vectors)."""
     digest = hashlib.sha1(json.dumps([title, chapters]).encode()).hexdigest()
     book_id = book_id or f"{title.lower().replace(' ', '-')}-{digest[:8]}"
-    rows_ch, rows_chunk, rows_win, vectors, described = [], [], [], [], []
+    rows_ch: list[tuple[str, int, str, str]] = []
+    rows_chunk: list[tuple[int, str, str, int, int, int, int, str]] = []
+    rows_win: list[tuple[int, int, int, int]] = []
+    vectors: list[np.ndarray] = []
+    described: list[dict[str, Any]] = []
     for order, parts in enumerate(chapters):
         chapter_id = f"ch-{digest[:6]}{order:02d}"
-        text, offset = "", 0
+        text, in_chapter = "", 0
         for part in parts:
             start = len(text) + (2 if text else 0)
             text = f"{text}\n\n{part}" if text else part
@@ -93,7 +100,7 @@ def synthetic_book(
             )
             rows_win.append((len(rows_win), rowid, start, start + len(part)))
             vectors.append(_unit(part))
-            offset += 1
+            in_chapter += 1
         rows_ch.append((chapter_id, order, f"{title} {order + 1}", text))
         described.append(
             {
@@ -101,7 +108,7 @@ def synthetic_book(
                 "order": order,
                 "title": f"{title} {order + 1}",
                 "length": len(text),
-                "n_chunks": offset,
+                "n_chunks": in_chapter,
             }
         )
     descriptor = {
@@ -214,6 +221,21 @@ def content(index: LibraryIndex) -> dict[str, tuple]:
     return out
 
 
+def content_of(books: Sequence[BookRows]) -> dict[str, tuple]:
+    """What ``content`` gives for a library holding exactly ``books``."""
+    return {
+        b.book_id: (
+            json.dumps(b.descriptor, sort_keys=True),
+            b.chapters,
+            b.chunks,
+            b.windows,
+            hashlib.sha256(np.ascontiguousarray(b.vectors, dtype=np.float32).tobytes()).hexdigest(),
+            b.concept_map,
+        )
+        for b in books
+    }
+
+
 @contextlib.contextmanager
 def opened(path: Path) -> Iterator[LibraryIndex]:
     """A private index of the library, as a reader opens it (no recovery, no upgrade), closed after."""
@@ -274,7 +296,7 @@ def assert_whole_and_searchable(
             assert semantic[0].book_id == book.book_id and semantic[0].score > 0.99
 
 
-# --- small libraries -------------------------------------------------------------------------------------
+# --- small libraries -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SmallLibraries:
     """A three-book generated library (``base``), the book to add to it, and what each write gives."""
@@ -368,7 +390,7 @@ def crash_runs(small, tmp_path_factory) -> dict[tuple[str, str], CrashRun]:
     for step in COMMIT_STEPS:
         path = small.copy(root / f"add-{step}")
         staged = staged_book(small.new_book, root / f"staged-{step}")
-        procs[("add", step)] = (path, crashing("add", path, step, json.dumps(list(staged.__dict__.values()))))
+        procs[("add", step)] = (path, crashing("add", path, step, json.dumps(dataclasses.astuple(staged))))
         path = small.copy(root / f"remove-{step}")
         procs[("remove", step)] = (path, crashing("remove", path, step, small.books[0].book_id))
     runs = {}
@@ -419,9 +441,8 @@ def test_a_commit_that_fails_midway_leaves_the_library_as_it_was(small, tmp_path
             assert lib.index.generation() == generation
             assert vectors_files(path) == [f"vectors-{generation}.usearch"]
             assert_whole_and_searchable(lib.index, small.old, small.books)
-            lib.install(
-                staged_book(small.new_book, tmp_path / "staged-again")
-            )  # the library still takes writes
+            # the library still takes writes
+            lib.install(staged_book(small.new_book, tmp_path / "staged-again"))
         assert_whole_and_searchable(lib.index, small.added, small.books)
     finally:
         lib.close()
@@ -445,7 +466,7 @@ def test_a_book_refused_inside_the_transaction_rolls_back_the_whole_write(small,
         lib.close()
 
 
-# --- 2. upgrade in place -----------------------------------------------------------------------------------
+# --- 2. upgrade in place -------------------------------------------------------------------------------
 def write_legacy_library(path: Path, books: Sequence[BookRows]) -> Path:
     """A library in the earlier per-book format: ``books/<id>/`` per book, beside the usual folders."""
     for book in books:
@@ -461,9 +482,14 @@ def old_top_chunk(book_sqlite: Path, query: str) -> str | None:
     conn = apsw.Connection(str(book_sqlite), flags=apsw.SQLITE_OPEN_READONLY)
     try:
 
+        def one(sql: str, params: Sequence[object] = ()) -> Any:
+            row = conn.execute(sql, params).fetchone()
+            return None if row is None else row[0]
+
         def present(expression: str) -> bool:
-            sql = "SELECT EXISTS(SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?)"
-            return bool(conn.execute(sql, (expression,)).fetchone()[0])
+            return bool(
+                one("SELECT EXISTS(SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?)", (expression,))
+            )
 
         bonuses: list[tuple[str, float]] = []
         phrase = fts_phrase_expression(fts_phrases(query))
@@ -474,7 +500,7 @@ def old_top_chunk(book_sqlite: Path, query: str) -> str | None:
         bonus_sql = " + ".join(
             f"{w!r} * (b.r IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))" for _, w in bonuses
         )
-        count = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        count = int(one("SELECT count(*) FROM chunks"))
         sql = (
             "WITH b AS MATERIALIZED (SELECT c.rowid AS r, -bm25(chunks_fts) AS s FROM chunks_fts "
             "JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ?), "
@@ -487,8 +513,8 @@ def old_top_chunk(book_sqlite: Path, query: str) -> str | None:
             math.log(max(count - 0.5, 1.5) / 1.5),
             *(e for e, _ in bonuses),
         ]
-        row = conn.execute(sql, params).fetchone()
-        return None if row is None else str(row[0])
+        top = one(sql, params)
+        return None if top is None else str(top)
     finally:
         conn.close()
 
@@ -509,7 +535,8 @@ def legacy_alice(alice_library, encoder, data_dir, tmp_path) -> tuple[Path, list
     earlier per-book format."""
     with opened(alice_library) as index:
         books = [rows_of(index, d["book_id"]) for d in index.descriptors()]
-    extra = generated_library(tmp_path / "extra", small_books(data_dir, 2, words=250), encoder=encoder)
+    pieces = small_books(data_dir, 1000, words=250)[500:502]  # past the texts of Alice
+    extra = generated_library(tmp_path / "extra", pieces, encoder=encoder)
     books += [rows_of(extra.index, d["book_id"]) for d in extra.index.descriptors()]
     extra.close()
     assert books[0].concept_map is not None and len(books[0].chunks) > 10
@@ -536,7 +563,7 @@ def test_a_per_book_library_is_upgraded_in_place_on_first_open_with_nothing_lost
             assert upgraded.windows == book.windows
             assert np.array_equal(upgraded.vectors, book.vectors)
             assert upgraded.concept_map == book.concept_map
-        assert index.check() == []
+        assert_whole_and_searchable(index, content_of(books), books)
         for query, top in old_tops.items():
             assert index.lexical(query, 1, (alice.book_id,))[0].chunk_id == top, query
         hits = search("Off with her head!", library=lib, mode="lexical", k=3)
@@ -595,7 +622,7 @@ def test_a_crash_in_the_middle_of_an_upgrade_leaves_each_book_legacy_or_upgraded
         lib.close()
 
 
-# --- 3. bounded resources ----------------------------------------------------------------------------------
+# --- 3. bounded resources ------------------------------------------------------------------------------
 QUERIES = (
     "the white whale",
     "a knock at the door",
@@ -612,6 +639,18 @@ def open_files() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def library_files(path: Path) -> list[str]:
+    """The files of the library directory this process holds open or memory-mapped."""
+    root = str(path.resolve())
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            held.append(os.readlink(f"/proc/self/fd/{fd}"))
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        held.extend(line.split()[-1] for line in maps if len(line.split()) > 5)
+    return sorted(f for f in held if f.startswith(root + os.sep))
+
+
 @pytest.fixture(scope="module")
 def thousand_books(tmp_path_factory, data_dir) -> Path:
     """A generated library of 1,000 small books (hashed vectors; about ten seconds)."""
@@ -622,9 +661,13 @@ def thousand_books(tmp_path_factory, data_dir) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_thousand_searches_leave_the_open_files_where_they_started(thousand_books):
+    """Lexical and semantic searches, whole-library and scoped, through ``search`` and the index; the
+    garbage collector is off, so that what is released is released by the code."""
     before = open_files()
     lib = Library(thousand_books)
+    gc.disable()
     try:
         index = lib.index
         ids = lib.book_ids()
@@ -659,14 +702,17 @@ def test_a_thousand_searches_leave_the_open_files_where_they_started(thousand_bo
             assert one(i)
             if i % 50 == 0:
                 counts.append(open_files())
+                assert len(set(library_files(thousand_books))) <= 4  # database, WAL, its index, the HNSW
         assert max(counts) == baseline and open_files() == baseline
     finally:
         lib.close()
+        gc.enable()
+    assert library_files(thousand_books) == []
     assert open_files() <= before
 
 
 def test_public_lexical_and_hybrid_searches_keep_the_open_files_flat(thousand_books, encoder):
-    """100 searches through ``folio.dataflows.api.search``, one in five hybrid (the encoder's query
+    """100 searches through ``folio.dataflows.api.search``, 15 of them hybrid (the encoder's query
     embedding takes most of the time; the 1,000-search loop above is the model-free variant)."""
     lib = Library(thousand_books)
     try:
@@ -676,7 +722,7 @@ def test_public_lexical_and_hybrid_searches_keep_the_open_files_flat(thousand_bo
             query, book = QUERIES[i % len(QUERIES)], ids[(7 * i) % len(ids)]
             if i % 10 == 0:
                 return search(query, library=lib, mode="hybrid", k=5)
-            if i % 10 == 5:
+            if i % 20 == 5:
                 return search(query, library=lib, mode="hybrid", book=book, k=3)
             if i % 10 == 3:
                 return search(query, library=lib, mode="lexical", k=5)
@@ -691,7 +737,10 @@ def test_public_lexical_and_hybrid_searches_keep_the_open_files_flat(thousand_bo
         lib.close()
 
 
+@pytest.mark.slow
 def test_a_public_search_of_a_thousand_books_costs_little_more_than_one_of_one_book(thousand_books):
+    """Query cost stays flat as books are added (the issue's "done when"): the fastest of seven warm
+    whole-library searches is under three times the fastest of seven searches of one book."""
     lib = Library(thousand_books)
     try:
         book = lib.book_ids()[500]
@@ -732,7 +781,7 @@ def test_hybrid_cli_search_of_a_thousand_books_works_under_256_open_files(thousa
     assert "whale" in proc.stdout.split("\n[2]")[0].lower()
 
 
-# --- 4. the index's behaviour -------------------------------------------------------------------------------
+# --- 4. the index's behaviour --------------------------------------------------------------------------
 HARBOUR = (
     (
         "Harbour Tales",
@@ -768,7 +817,7 @@ HARBOUR = (
 
 
 @pytest.fixture(scope="module")
-def harbour(tmp_path_factory) -> tuple[Library, list[BookRows]]:
+def harbour(tmp_path_factory) -> Iterator[tuple[Library, list[BookRows]]]:
     """Three books of two chapters of two chunks; "harbour" in one chunk of every chapter."""
     books = [synthetic_book(title, chapters) for title, chapters in HARBOUR]
     lib = build_library(tmp_path_factory.mktemp("harbour") / "library", books)
@@ -849,7 +898,7 @@ def test_books_holding_finds_the_books_with_a_phrase_in_order(harbour):
 
 
 @pytest.fixture(scope="module")
-def forty_books(tmp_path_factory, data_dir) -> Library:
+def forty_books(tmp_path_factory, data_dir) -> Iterator[Library]:
     lib = generated_library(
         tmp_path_factory.mktemp("forty") / "library", small_books(data_dir, 40, words=300)
     )
