@@ -22,6 +22,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -758,6 +759,20 @@ def test_a_public_search_of_a_thousand_books_costs_little_more_than_one_of_one_b
         assert whole < 3 * one_book, f"whole library {whole * 1000:.1f} ms, one book {one_book * 1000:.1f} ms"
     finally:
         lib.close()
+
+
+def test_searches_from_short_lived_threads_keep_the_open_files_bounded(harbour):
+    """A connection per thread must not outlive its thread: a server that runs each request in a new
+    thread would otherwise gain open files with every request until the library is closed."""
+    lib, _ = harbour
+    index = lib.index
+    index.lexical("harbour", 3)
+    baseline = open_files()
+    for _ in range(40):
+        thread = threading.Thread(target=index.lexical, args=("harbour", 3))
+        thread.start()
+        thread.join()
+    assert open_files() - baseline <= 4
 
 
 @pytest.mark.model
