@@ -840,26 +840,28 @@ def harbour(tmp_path_factory) -> Iterator[tuple[Library, list[BookRows]]]:
     lib.close()
 
 
-def test_lexical_term_statistics_are_library_wide(tmp_path):
+def test_lexical_term_statistics_are_library_wide_and_a_scope_ranks_as_if_indexed_alone(tmp_path):
     filler = "The shepherds walked the long valley road past orchards, mills and quiet farms at dawn. " * 6
     rare = synthetic_book("Rare", [[filler + "A zephyr stirred the grass."]])
     common = [synthetic_book(f"Common {i}", [[f"The lantern glowed in window {i}."]]) for i in range(6)]
-    lib = build_library(tmp_path / "library", [rare, *common])
+    others = [synthetic_book(f"Other {i}", [[f"The miller ground wheat at mill {i}."]]) for i in range(4)]
+    lib = build_library(tmp_path / "library", [rare, *common, *others])
+    alone = build_library(tmp_path / "alone", [common[0], *others])
     try:
-        index = lib.index
-        hits = index.lexical("lantern zephyr", 10)
-        assert len(hits) == 7 and hits[0].book_id == rare.book_id
-        assert all(h.score < hits[0].score / 100 for h in hits[1:])  # a word of six chunks weighs ~nothing
-        scoped = index.lexical("lantern zephyr", 10, (rare.book_id, common[0].book_id))
-        assert [h.book_id for h in scoped] == [rare.book_id, common[0].book_id]
-        assert scoped[0].score == pytest.approx(hits[0].score)  # a scope filters, it keeps the statistics
-        others = [synthetic_book(f"Other {i}", [[f"The miller ground wheat at mill {i}."]]) for i in range(4)]
-        alone = build_library(tmp_path / "alone", [common[0], *others])
-        try:  # the same chunk weighs far more in a library where its word is rare
-            assert alone.index.lexical("lantern zephyr", 1)[0].score > 1000 * scoped[1].score
-        finally:
-            alone.close()
+        hits = lib.index.lexical("lantern zephyr", 20)
+        assert len(hits) == 7 and hits[0].book_id == rare.book_id  # the short lantern chunks come after
+        assert all(h.score < hits[0].score / 100 for h in hits[1:])  # a word of six chunks in 11 weighs ~0
+        # the same five books as a scope of the large library rank as in a library of their own, where
+        # "lantern" is rare
+        scope = [b.book_id for b in (common[0], *others)]
+        scoped = lib.index.lexical("lantern zephyr", 5, scope)
+        by_itself = alone.index.lexical("lantern zephyr", 5)
+        assert [h.chunk_id for h in scoped] == [h.chunk_id for h in by_itself] == [common[0].chunks[0][1]]
+        assert scoped[0].score == pytest.approx(by_itself[0].score, rel=1e-6)
+        in_library = next(h for h in hits if h.book_id == common[0].book_id)
+        assert scoped[0].score > 1000 * in_library.score
     finally:
+        alone.close()
         lib.close()
 
 
@@ -1009,7 +1011,7 @@ def test_a_book_embedded_with_another_model_is_refused_in_one_line_naming_its_fi
         lib.close()
 
 
-def test_a_missing_vectors_file_is_rebuilt_by_a_writers_recovery(harbour, tmp_path):
+def test_a_missing_vectors_file_is_rebuilt_by_a_writer_and_by_the_first_open(harbour, tmp_path):
     _, books = harbour
     path = tmp_path / "library"
     lib = build_library(path, books)
@@ -1017,16 +1019,20 @@ def test_a_missing_vectors_file_is_rebuilt_by_a_writers_recovery(harbour, tmp_pa
     expected = [(h.chunk_id, round(h.score, 5)) for h in lib.index.semantic(probe, 5)]
     (name,) = vectors_files(path)
     lib.close()
-    (path / name).unlink()
-    lib = Library(path)
-    try:
-        assert lib.index.vectors_missing()
-        with pytest.raises(FolioError, match=name):
-            lib.index.semantic(probe, 5)
-        with lib.writer():
-            pass
-        assert vectors_files(path) == [name] and not lib.index.vectors_missing()
-        assert lib.index.check() == []
-        assert [(h.chunk_id, round(h.score, 5)) for h in lib.index.semantic(probe, 5)] == expected
-    finally:
-        lib.close()
+    for reopen in ("writer", "first open"):
+        (path / name).unlink()
+        with opened(path) as index:  # a reader alone cannot search by meaning, and says which file
+            assert index.vectors_missing()
+            with pytest.raises(FolioError, match=name):
+                index.semantic(probe, 5)
+        lib = Library(path)
+        try:
+            if reopen == "writer":
+                with lib.writer():  # recovery, before the index is first used
+                    pass
+                assert vectors_files(path) == [name]
+            assert not lib.index.vectors_missing() and lib.index.check() == []
+            assert vectors_files(path) == [name]
+            assert [(h.chunk_id, round(h.score, 5)) for h in lib.index.semantic(probe, 5)] == expected
+        finally:
+            lib.close()
