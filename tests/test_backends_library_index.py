@@ -86,6 +86,19 @@ def test_a_scope_keeps_only_its_books_and_chapters(generated: Library) -> None:
     assert len(counts) > 2 and max(counts.values()) <= 2
 
 
+def test_keeping_some_chapters_filters_the_books_ranking_without_changing_its_scores(
+    generated: Library,
+) -> None:
+    index = generated.index
+    books = [d["book_id"] for d in generated.descriptors()][:8]
+    chapters = {generated.store(b).chunks_in()[0].chapter_id for b in books[:3]}
+    for query in QUERIES:
+        kept = index.lexical(query, 10, book_ids=books, chapter_ids=chapters)
+        filtered = [h for h in index.lexical(query, 100, book_ids=books) if h.chapter_id in chapters][:10]
+        assert [h.chunk_id for h in kept] == [h.chunk_id for h in filtered], query
+        assert [h.score for h in kept] == pytest.approx([h.score for h in filtered], rel=1e-9)
+
+
 def test_a_book_searched_alone_ranks_as_in_a_library_of_its_own(
     fairytale_library: Path, tmp_path: Path
 ) -> None:

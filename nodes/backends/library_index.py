@@ -450,8 +450,8 @@ class LibraryIndex:
         """bm25-ranked chunks with phrase and proximity bonuses, in one statement; any query string is
         safe (no FTS5 syntax errors). ``per_book``: at most ``k`` hits of each book.
 
-        A chunk's score is its bm25 over the query's content words (the statistics of the books searched:
-        FTS5's own for the whole library, ``_bm25_sql``) plus,
+        A chunk's score is its bm25 over the query's content words (the statistics of the books searched,
+        whatever chapters are kept: FTS5's own for the whole library, ``_bm25_sql``) plus,
         in units of the best ``-bm25`` in scope, ``PHRASE_BONUS`` when it holds one of
         ``fts_phrases(query)`` verbatim and ``SHINGLE_BONUS`` times the share of ``fts_shingles(query)``
         it holds: a chunk holding the line typed ranks above every chunk that only repeats its words.
@@ -462,13 +462,14 @@ class LibraryIndex:
         if chapter_ids is not None and not chapter_ids:
             return []
         scope = _scope(book_ids, chapter_ids)
+        books = _scope(book_ids, None)  # statistics and bonus runs: the books' (chapters only filter)
         with self._reading() as conn:
             bonuses: list[tuple[str, float]] = []
             phrase = fts_phrase_expression(fts_phrases(query))
             if phrase is not None:
                 bonuses.append((phrase, PHRASE_BONUS))
             shingles = self._present(
-                conn, [fts_phrase_expression((s,)) or "" for s in fts_shingles(query)], scope
+                conn, [fts_phrase_expression((s,)) or "" for s in fts_shingles(query)], books
             )
             bonuses.extend((s, SHINGLE_BONUS / len(shingles)) for s in shingles)
             bonus_sql = " + ".join(
@@ -478,7 +479,7 @@ class LibraryIndex:
             rank = (
                 "ROW_NUMBER() OVER (PARTITION BY c.book_id ORDER BY score DESC, c.rowid)" if per_book else "0"
             )
-            bm25, bm25_params, rows = self._bm25_sql(conn, expression.split(" OR "), scope)
+            bm25, bm25_params, rows = self._bm25_sql(conn, expression.split(" OR "), books)
             sql = (
                 f"WITH b AS MATERIALIZED (SELECT c.rowid AS r, {bm25} AS s FROM chunks_fts "
                 f"JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ?{scope[0]}), "
