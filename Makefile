@@ -72,8 +72,11 @@ test: lint
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not model and not slow" tests
 
+# Every benchmark, as JSON; the scaling section also writes viz/bench/scaling.{png,md} and keeps its
+# generated libraries in .bench/scaling between runs. One section: `make bench BENCH_ARGS="--only scaling"`.
+BENCH_ARGS ?=
 bench: setup
-	$(BIN)/python -m folio.dataflows.bench --data $(DATA) --questions tests/qa
+	$(BIN)/python -m folio.dataflows.bench --data $(DATA) --questions tests/qa --plots viz/bench $(BENCH_ARGS)
 
 viz: setup
 	$(BIN)/folio viz

@@ -4,7 +4,9 @@ Book ingest: Moby-Dick (EPUB) into a fresh library with an empty embedding cache
 encoder is already loaded; then the raw encoder time for exactly the same windows in the same run,
 their ratio, peak RSS, chunk and window counts, and search latency p50/p95 (query encoding included)
 over 100 queries for lexical, semantic and hybrid search. Other sections (Kiwix, ask, re-ingest)
-are added by the modules that own them when present.
+are added by the modules that own them when present. The scaling section (``dataflows.scaling``:
+libraries of 10, 100 and 1,000 small books, search latency, open files, RSS, adding a book, the HNSW
+scalar kinds) writes its table and plot to ``--plots``. ``--only SECTION`` runs one section.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from folio.dataflows.kiwix_query import kiwix_config, kiwix_driver, run_kiwix_dr
 from folio.dataflows.library import Library
 from folio.dataflows.parallel import ingest_books
 from folio.dataflows.registry import execute
+from folio.dataflows.scaling import scaling_bench
 from folio.nodes import kiwix, source_fusion
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.encoder import load_encoder
@@ -49,6 +52,9 @@ from folio.nodes.types import FolioError, SourceResult, StagedBook
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+SECTIONS = ("books", "kiwix", "library_ingest", "ask", "scaling")
 
 
 def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
@@ -470,18 +476,44 @@ def main(argv: list[str] | None = None) -> int:
         "--questions", required=True, help="the folder of Folio's question sets (tests/qa in the repo)"
     )
     parser.add_argument("--out", default=None, help="also write the JSON here")
+    parser.add_argument(
+        "--only", action="append", choices=SECTIONS, default=None, help="run only this section (repeatable)"
+    )
+    parser.add_argument(
+        "--scaling-work",
+        default=".bench/scaling",
+        help="where the scaling section keeps its generated libraries between runs",
+    )
+    parser.add_argument(
+        "--plots", default=None, help="where the scaling section writes scaling.png and scaling.md"
+    )
+    parser.add_argument(
+        "--fairytaleqa-library",
+        default=None,
+        help="a library of the FairytaleQA books: the scaling section also compares scalar kinds on it "
+        "(copied first, never written)",
+    )
     args = parser.parse_args(argv)
     data_dir = Path(args.data).resolve()
     work = Path(tempfile.mkdtemp(prefix="folio-bench-"))
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
+    scaling_work = Path(args.scaling_work).resolve()
     try:
-        results["books"] = book_bench(data_dir, work)
         sections: dict[str, Callable[[], dict[str, Any]]] = {
+            "books": lambda: book_bench(data_dir, work),
             "kiwix": lambda: kiwix_bench(data_dir, args.questions),
             "library_ingest": lambda: library_bench(data_dir),
             "ask": lambda: ask_bench(data_dir),
+            "scaling": lambda: scaling_bench(
+                data_dir,
+                scaling_work,
+                out_dir=Path(args.plots) if args.plots else scaling_work / "out",
+                fairytaleqa_library=Path(args.fairytaleqa_library) if args.fairytaleqa_library else None,
+            ),
         }
         for section, bench in sections.items():
+            if args.only and section not in args.only:
+                continue
             print(f"bench: {section}...", file=sys.stderr, flush=True)
             results[section] = bench()
     finally:
