@@ -122,8 +122,8 @@ def search(
     if k is not None:
         overrides["search_k"] = int(k)
     cfg = resolve_config(config, overrides)
-    book_ids = [lib.resolve_book(book)] if book else lib.book_ids()
-    if not book_ids:
+    stores = lib.stores([lib.resolve_book(book)] if book else None)
+    if not stores:
         raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
     chapter_ids = None
     if chapter is not None:
@@ -132,7 +132,7 @@ def search(
         "search",
         cfg,
         ["search_results"],
-        inputs={"query": query, "book_stores": tuple(lib.stores(book_ids)), "chapter_ids": chapter_ids},
+        inputs={"query": query, "book_stores": tuple(stores), "chapter_ids": chapter_ids},
     )
     return list(result["search_results"])
 

@@ -52,6 +52,7 @@ UPGRADE_BATCH = 32  # books committed per transaction while upgrading a per-book
 _INDEXES: dict[str, LibraryIndex] = {}
 _INDEXES_LOCK = threading.Lock()
 _CHECKED: set[str] = set()  # libraries whose format and vectors this process has checked
+_VIEWS: dict[str, tuple[Any, dict[str, BookStore]]] = {}  # per library: (descriptors, views)
 
 
 def shared_index(path: Path) -> LibraryIndex:
@@ -72,6 +73,7 @@ def close_index(path: Path) -> None:
     with _INDEXES_LOCK:
         index = _INDEXES.pop(str(path.resolve()), None)
         _CHECKED.discard(str(path.resolve()))
+        _VIEWS.pop(str(path.resolve()), None)
     if index is not None:
         index.close()
 
@@ -352,12 +354,22 @@ class Library:
             return matches[0]
         raise FolioError(ref, "no such book in the library" if not matches else "ambiguous book reference")
 
+    def _views(self) -> dict[str, BookStore]:
+        """Every book's view, kept per library generation (one search of a large library builds none)."""
+        index = self.index
+        descriptors = index.descriptors()  # the same tuple while the generation holds
+        held = _VIEWS.get(self._key)
+        if held is None or held[0] is not descriptors:
+            held = (descriptors, {d["book_id"]: BookStore(index, d) for d in descriptors})
+            _VIEWS[self._key] = held
+        return held[1]
+
     def store(self, book_id: str) -> BookStore:
         """The book's view on the library index."""
-        for descriptor in self.descriptors():
-            if descriptor["book_id"] == book_id:
-                return BookStore(self.index, descriptor)
-        raise FolioError(book_id, f"no such book in the library {self.path}")
+        view = self._views().get(book_id) if self.exists() else None
+        if view is None:
+            raise FolioError(book_id, f"no such book in the library {self.path}")
+        return view
 
     def concept_map(self, book_id: str) -> ConceptMap | None:
         """The book's concept map, or None when the book has none."""
@@ -365,13 +377,14 @@ class Library:
         return ConceptMap.from_json(raw) if raw is not None else None
 
     def stores(self, book_ids: list[str] | None = None) -> list[BookStore]:
-        by_id = {d["book_id"]: d for d in self.descriptors()}
-        ids = book_ids if book_ids is not None else list(by_id)
-        missing = [b for b in ids if b not in by_id]
+        """The views of ``book_ids`` (None: every book, by title)."""
+        views = self._views() if self.exists() else {}
+        if book_ids is None:
+            return list(views.values())
+        missing = [b for b in book_ids if b not in views]
         if missing:
             raise FolioError(missing[0], f"no such book in the library {self.path}")
-        index = self.index
-        return [BookStore(index, by_id[b]) for b in ids]
+        return [views[b] for b in book_ids]
 
     def close(self) -> None:
         """Release the process's index of this library (connections, HNSW view)."""

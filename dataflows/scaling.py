@@ -39,7 +39,7 @@ import numpy as np
 
 from folio.dataflows.library import Library, shared_index
 from folio.nodes.backends.library_index import StagedRows, VectorSettings
-from folio.nodes.lexical import _write_store
+from folio.nodes.lexical import write_store
 from folio.nodes.types import Chapter, Chunk, FolioError, Manifest, Window
 
 WINDOW_WORDS = 90
@@ -123,7 +123,7 @@ def _staged(book: SmallBook, directory: Path, model: str) -> tuple[StagedRows, l
         chapters=(chapter,),
     )
     directory.mkdir(parents=True)
-    _write_store(directory / "book.sqlite", manifest, (chunk,), tuple(windows))
+    write_store(directory / "book.sqlite", manifest, (chunk,), tuple(windows))
     descriptor: dict[str, Any] = {
         "format_version": 1,
         "book_id": book_id,

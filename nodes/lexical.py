@@ -28,7 +28,7 @@ CREATE TABLE windows(window_id INTEGER PRIMARY KEY, chunk_rowid INTEGER NOT NULL
 """
 
 
-def _write_store(
+def write_store(
     path: Path, manifest: Manifest, chunks: tuple[Chunk, ...], windows: tuple[Window, ...]
 ) -> None:
     import apsw
@@ -66,5 +66,5 @@ def lexical_index(
 ) -> IndexFile:
     """The book's rows for the library's lexical index (``book.sqlite``), in the staging directory."""
     path = Path(staging_dir) / "book.sqlite"
-    _write_store(path, manifest, chunks, windows)
+    write_store(path, manifest, chunks, windows)
     return IndexFile(path=str(path), count=len(chunks))
