@@ -386,10 +386,8 @@ class LibraryIndex:
         if not expressions:
             return []
         where, params = scope
-        one = (
-            "EXISTS(SELECT 1 FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
-            f"WHERE chunks_fts MATCH ?{where})"
-        )
+        join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if where else ""
+        one = f"EXISTS(SELECT 1 FROM chunks_fts{join} WHERE chunks_fts MATCH ?{where})"
         flags = conn.execute(
             "SELECT " + ", ".join([one] * len(expressions)), [p for e in expressions for p in (e, *params)]
         ).fetchone()
@@ -477,25 +475,33 @@ class LibraryIndex:
                 f"{weight!r} * (b.r IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))"
                 for _, weight in bonuses
             )
-            rank = (
-                "ROW_NUMBER() OVER (PARTITION BY c.book_id ORDER BY score DESC, c.rowid)" if per_book else "0"
-            )
             bm25, bm25_params, rows = self._bm25_sql(conn, expression.split(" OR "), books)
-            sql = (
-                f"WITH b AS MATERIALIZED (SELECT c.rowid AS r, {bm25} AS s FROM chunks_fts "
-                f"JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ?{scope[0]}), "
+            join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if scope[0] else ""
+            head = (
+                f"WITH b AS MATERIALIZED (SELECT chunks_fts.rowid AS r, {bm25} AS s FROM chunks_fts{join} "
+                f"WHERE chunks_fts MATCH ?{scope[0]}), "
                 "top AS (SELECT max(max(s), ?) AS best FROM b), "
                 f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score "
-                "FROM b JOIN top), "
-                f"ranked AS (SELECT scored.r AS r, scored.score AS score, {rank} AS n "
-                "FROM scored JOIN chunks c ON c.rowid = scored.r) "
-                f"SELECT {_CHUNK_COLUMNS}, ranked.score FROM ranked JOIN chunks c ON c.rowid = ranked.r "
-                "WHERE ranked.n <= ? ORDER BY ranked.score DESC, c.rowid LIMIT ?"
+                "FROM b JOIN top)"
             )
+            if per_book:  # at most k of each book
+                sql = (
+                    f"{head}, ranked AS (SELECT scored.r AS r, scored.score AS score, ROW_NUMBER() OVER "
+                    "(PARTITION BY c.book_id ORDER BY scored.score DESC, c.rowid) AS n "
+                    "FROM scored JOIN chunks c ON c.rowid = scored.r) "
+                    f"SELECT {_CHUNK_COLUMNS}, ranked.score FROM ranked JOIN chunks c ON c.rowid = ranked.r "
+                    "WHERE ranked.n <= ? ORDER BY ranked.score DESC, c.rowid"
+                )
+            else:
+                sql = (
+                    f"{head}, best AS (SELECT r, score FROM scored ORDER BY score DESC, r LIMIT ?) "
+                    f"SELECT {_CHUNK_COLUMNS}, best.score FROM best JOIN chunks c ON c.rowid = best.r "
+                    "ORDER BY best.score DESC, c.rowid"
+                )
             rare = math.log(max(rows - 0.5, 1.5) / 1.5)  # idf of a word in one chunk: the least bonus
             params: list[object] = [*bm25_params, expression, *scope[1], rare]
             params.extend(e for e, _ in bonuses)
-            params.extend([int(k) if per_book else 0, -1 if per_book else int(k)])
+            params.append(int(k))
             return [_hit(row, row[8]) for row in conn.execute(sql, params)]
 
     def books_holding(self, text: str, book_ids: Collection[str] | None = None) -> frozenset[str]:
