@@ -55,9 +55,10 @@ _CHECKED: set[str] = set()  # libraries whose format and vectors this process ha
 _VIEWS: dict[str, tuple[Any, dict[str, BookStore]]] = {}  # per library: (descriptors, views)
 
 
-def shared_index(path: Path) -> LibraryIndex:
-    """The process's one ``LibraryIndex`` of the library directory ``path`` (opened on first use)."""
-    key = str(path.resolve())
+def shared_index(path: Path, key: str | None = None) -> LibraryIndex:
+    """The process's one ``LibraryIndex`` of the library directory ``path`` (opened on first use);
+    ``key``: ``path`` resolved, when the caller holds it."""
+    key = key or str(path.resolve())
     index = _INDEXES.get(key)
     if index is not None:
         return index
@@ -122,11 +123,11 @@ class Library:
         """The library's index (created on first use; on the process's first use a per-book library is
         upgraded and a missing or damaged vector index rebuilt, by ``writer()``)."""
         if self._key not in _CHECKED:
-            if self._legacy_books() or shared_index(self.path).vectors_missing():
+            if self._legacy_books() or shared_index(self.path, self._key).vectors_missing():
                 with self.writer():
                     pass  # the writer's recover() upgrades and rebuilds
             _CHECKED.add(self._key)
-        return shared_index(self.path)
+        return shared_index(self.path, self._key)
 
     def _legacy_books(self) -> list[Path]:
         if not self.legacy_dir.is_dir():
@@ -143,7 +144,7 @@ class Library:
             return 0
         if progress is None:
             progress = BarProgress("upgrading library", "book") if sys.stderr.isatty() else NullProgress()
-        index = shared_index(self.path)
+        index = shared_index(self.path, self._key)
         books = self._one_model(books, index)
         progress.add_total(len(books))
         try:
@@ -229,7 +230,7 @@ class Library:
             shutil.rmtree(leftover, ignore_errors=True)
         for leftover in self.staging_dir.iterdir() if self.staging_dir.exists() else ():
             shutil.rmtree(leftover, ignore_errors=True)
-        index = shared_index(self.path)
+        index = shared_index(self.path, self._key)
         index.remove_stale_vectors()
         if index.vectors_missing():
             index.rebuild_vectors()
@@ -245,7 +246,7 @@ class Library:
         settings = VectorSettings()
         if (source / "vectors.json").exists():
             settings = VectorSettings(**json.loads((source / "vectors.json").read_text(encoding="utf-8")))
-        shared_index(self.path).commit(add=[_staged_rows(source)], settings=settings)
+        shared_index(self.path, self._key).commit(add=[_staged_rows(source)], settings=settings)
         shutil.rmtree(source, ignore_errors=True)
         self.sync_catalog()
 
@@ -253,7 +254,7 @@ class Library:
         """Remove a book (under ``writer()``), in one transaction."""
         if book_id not in self.book_ids():
             raise FolioError(book_id, "no such book in the library")
-        shared_index(self.path).commit(remove=[book_id])
+        shared_index(self.path, self._key).commit(remove=[book_id])
         self.sync_catalog()
 
     # --- catalog -------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from folio.dataflows.library import Library, shared_index
-from folio.nodes.backends.library_index import StagedRows, VectorSettings
+from folio.nodes.backends.library_index import StagedRows, VectorSettings, best_per_chunk, vector_matrix
 from folio.nodes.lexical import write_store
 from folio.nodes.types import Chapter, Chunk, FolioError, Manifest, Window
 
@@ -294,6 +294,8 @@ def rss_mb() -> float:
 
 
 def _percentiles(values_ms: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 in ms, as ``bench.latency_summary`` gives them (bench imports this module, so the
+    other way round would be an import cycle)."""
     return {
         "p50_ms": round(float(np.percentile(values_ms, 50)), 2),
         "p95_ms": round(float(np.percentile(values_ms, 95)), 2),
@@ -314,7 +316,7 @@ def search_latencies(
     ``folio.dataflows.api.search`` per mode over ``rounds`` rounds of ``queries`` after one warm-up
     round, and the p50 of its parts: the library's index alone (``LibraryIndex.lexical``;
     ``LibraryIndex.semantic`` with the query vector given), the query encoding, and opening the
-    stores of every book as ``api.search`` does (``Library.stores(Library.book_ids())``)."""
+    stores of every book as ``api.search`` does (``Library.stores()``)."""
     from folio.dataflows.api import search
     from folio.dataflows.config import load_config
     from folio.nodes.backends.encoder import load_encoder
@@ -337,7 +339,7 @@ def search_latencies(
                 own["lexical_index"].append(_elapsed_ms(partial(index.lexical, query, 10)))
                 own["semantic_index"].append(_elapsed_ms(partial(index.semantic, vector, 10)))
                 own["query_encoding"].append(_elapsed_ms(partial(encoder.encode_query, query)))
-                own["stores"].append(_elapsed_ms(partial(_every_store, lib)))
+                own["stores"].append(_elapsed_ms(lib.stores))
     out = []
     for lib, own in zip(libs, times, strict=True):
         out.append(
@@ -353,10 +355,6 @@ def search_latencies(
         )
         lib.close()
     return out
-
-
-def _every_store(lib: Library) -> list[Any]:
-    return lib.stores(lib.book_ids())
 
 
 def size_measurement(
@@ -466,18 +464,9 @@ def _window_matrix(
     return (
         np.array([r[0] for r in rows], dtype=np.int64),
         np.array([r[1] for r in rows], dtype=np.int64),
-        np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows]),
+        vector_matrix([r[2] for r in rows]),
         chunks,
     )
-
-
-def _top_chunks(rowids: np.ndarray, sims: np.ndarray, k: int) -> list[int]:
-    """The ``k`` chunks whose best window is most similar (ties by rowid), as the index ranks them."""
-    best: dict[int, float] = {}
-    for rowid, sim in zip(rowids.tolist(), sims.tolist(), strict=True):
-        if sim > best.get(rowid, -2.0):
-            best[rowid] = sim
-    return [r for r, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
 
 
 def library_queries(library_dir: Path, n: int = 200, seed: int = 23) -> list[str]:
@@ -528,7 +517,7 @@ def scalar_kind_measurement(
             exact_windows = set(keys[np.argsort(-sims, kind="stable")[:k]].tolist())
             raw += len(exact_windows & set(np.asarray(view.search(q, k).keys).tolist())) / k
             candidates += len(exact_windows & set(np.asarray(view.search(q, want).keys).tolist())) / k
-            exact = [chunk_ids[r] for r in _top_chunks(rowids, sims, k)]
+            exact = [chunk_ids[r] for r, _ in best_per_chunk(rowids, sims, k)]
             start = time.perf_counter()
             hits = index.semantic(q, k)
             times.append((time.perf_counter() - start) * 1000)

@@ -37,7 +37,7 @@ import pytest
 import folio.nodes.backends.library_index as library_index
 from folio.dataflows.api import search
 from folio.dataflows.library import Library
-from folio.dataflows.scaling import generated_library, small_books
+from folio.dataflows.scaling import generated_library, open_files, small_books
 from folio.nodes.backends.library_index import LibraryIndex, StagedRows
 from folio.nodes.lexical import SCHEMA as STAGED_SCHEMA
 from folio.nodes.text import fts_match_expression, fts_phrase_expression, fts_phrases, fts_shingles
@@ -634,10 +634,6 @@ QUERIES = (
     "a dark and stormy night",
     "the king's daughter",
 )
-
-
-def open_files() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def library_files(path: Path) -> list[str]:

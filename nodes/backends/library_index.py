@@ -145,7 +145,12 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
     )
 
 
-def _best_per_chunk(rowids: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[int, float]]:
+def vector_matrix(blobs: Sequence[bytes]) -> np.ndarray:
+    """The stored float32 window vectors (``windows.vector`` blobs) as one matrix, a row per blob."""
+    return np.stack([np.frombuffer(b, dtype=np.float32) for b in blobs])
+
+
+def best_per_chunk(rowids: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The ``k`` chunks with the best window similarity, as ``(chunk rowid, similarity)``."""
     best: dict[int, float] = {}
     for rowid, sim in zip(rowids.tolist(), sims.tolist(), strict=True):
@@ -271,13 +276,18 @@ class LibraryIndex:
     def _meta(conn: Any) -> dict[str, str]:
         return dict(conn.execute("SELECT key, value FROM meta"))
 
+    @staticmethod
+    def _generation(conn: Any) -> int:
+        """The generation the connection's snapshot holds."""
+        return int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+
     def generation(self) -> int:
         with self._reading() as conn:
-            return int(self._meta(conn)["generation"])
+            return self._generation(conn)
 
     def _cached(self, conn: Any, name: str, make: Callable[[Any], Any]) -> Any:
         """``make(conn)`` computed once per generation."""
-        generation = int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+        generation = self._generation(conn)
         with self._lock:
             held = self._by_generation.get(name)
             if held is not None and held[0] == generation:
@@ -378,19 +388,27 @@ class LibraryIndex:
             )
         if not rows:
             return (), np.zeros((0, 0), dtype=np.float32)
-        return tuple(r[0] for r in rows), np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+        return tuple(r[0] for r in rows), vector_matrix([r[1] for r in rows])
 
     # --- lexical -----------------------------------------------------------------------------------
+    @staticmethod
+    def _per_expression(
+        conn: Any, wrap: str, expressions: Sequence[str], scope: tuple[str, list[object]]
+    ) -> tuple:
+        """One value per expression, in one statement: ``wrap`` filled with ``FROM chunks_fts ... WHERE
+        chunks_fts MATCH ?`` over the chunks in scope (``EXISTS(SELECT 1 {})``, ``(SELECT count(*) {})``)."""
+        where, params = scope
+        join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if where else ""
+        one = wrap.format(f"FROM chunks_fts{join} WHERE chunks_fts MATCH ?{where}")
+        return conn.execute(
+            "SELECT " + ", ".join([one] * len(expressions)), [p for e in expressions for p in (e, *params)]
+        ).fetchone()
+
     def _present(self, conn: Any, expressions: Sequence[str], scope: tuple[str, list[object]]) -> list[str]:
         """The MATCH expressions that match some chunk in scope (one statement)."""
         if not expressions:
             return []
-        where, params = scope
-        join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if where else ""
-        one = f"EXISTS(SELECT 1 FROM chunks_fts{join} WHERE chunks_fts MATCH ?{where})"
-        flags = conn.execute(
-            "SELECT " + ", ".join([one] * len(expressions)), [p for e in expressions for p in (e, *params)]
-        ).fetchone()
+        flags = self._per_expression(conn, "EXISTS(SELECT 1 {})", expressions, scope)
         return [e for e, flag in zip(expressions, flags, strict=True) if flag]
 
     def _scope_stats(self, conn: Any, scope: tuple[str, list[object]]) -> tuple[int, float]:
@@ -428,13 +446,7 @@ class LibraryIndex:
             )
             return "-bm25(chunks_fts)", [], count
         rows, avgdl = self._scope_stats(conn, scope)
-        one = (
-            "(SELECT count(*) FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
-            f"WHERE chunks_fts MATCH ?{scope[0]})"
-        )
-        hits = conn.execute(
-            "SELECT " + ", ".join([one] * len(terms)), [p for t in terms for p in (t, *scope[1])]
-        ).fetchone()
+        hits = self._per_expression(conn, "(SELECT count(*) {})", terms, scope)
         idfs = [bm25_idf(rows, int(h)) for h in hits]
         return f"scoped_bm25(chunks_fts, ?{', ?' * len(idfs)})", [avgdl, *idfs], rows
 
@@ -558,11 +570,7 @@ class LibraryIndex:
         )
         rowids = np.array([r[0] for r in rows], dtype=np.int64)
         chapters = np.array([r[1] for r in rows], dtype=object)
-        matrix = (
-            np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
-            if rows
-            else np.zeros((0, 1), dtype=np.float32)
-        )
+        matrix = vector_matrix([r[2] for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
         value = (rowids, chapters, matrix)
         with self._lock:
             self._vector_cache[key] = value
@@ -600,7 +608,7 @@ class LibraryIndex:
             sims.append(np.asarray(matrix[mask] @ q, dtype=np.float64))
         if not rowids:
             return []
-        return _best_per_chunk(np.concatenate(rowids), np.concatenate(sims), k)
+        return best_per_chunk(np.concatenate(rowids), np.concatenate(sims), k)
 
     def _approximate(
         self,
@@ -628,8 +636,8 @@ class LibraryIndex:
         )
         if not rows:
             return []
-        matrix = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-        return _best_per_chunk(
+        matrix = vector_matrix([r[1] for r in rows])
+        return best_per_chunk(
             np.array([r[0] for r in rows], dtype=np.int64), np.asarray(matrix @ q, dtype=np.float64), k
         )
 
@@ -648,9 +656,7 @@ class LibraryIndex:
         for attempt in range(2):
             stale = False
             with self._reading() as conn:
-                generation = int(
-                    conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
-                )
+                generation = self._generation(conn)
                 total = self._scope_windows(conn, None)
                 if total == 0:
                     return []
@@ -793,9 +799,7 @@ class LibraryIndex:
         rows = list(conn.execute("SELECT key, vector FROM windows ORDER BY key"))
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        return np.array([k for k, _ in rows], dtype=np.int64), np.stack(
-            [np.frombuffer(v, dtype=np.float32) for _, v in rows]
-        )
+        return np.array([k for k, _ in rows], dtype=np.int64), vector_matrix([v for _, v in rows])
 
     def commit(
         self,
@@ -913,7 +917,7 @@ class LibraryIndex:
         """The library has windows but no readable HNSW file for the current generation (missing,
         damaged, or not holding every window)."""
         with self._reading() as conn:
-            generation = int(self._meta(conn)["generation"])
+            generation = self._generation(conn)
             windows = int(conn.execute("SELECT count(*) FROM windows").fetchone()[0])
         if not windows:
             return False
