@@ -728,7 +728,7 @@ def scaling_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     ax.set_ylabel("warm search latency, ms")
     ax.set_title("folio.search over one library-wide index")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=4)  # clear of the lines
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png")
