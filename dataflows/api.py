@@ -12,6 +12,7 @@ arguments every front (API, evaluation, experiments) accepts into a ``Library`` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from folio.dataflows.library import Library
 from folio.dataflows.parallel import ingest_books
 from folio.dataflows.registry import execute
 from folio.nodes.backends.progress import NullProgress, Progress
-from folio.nodes.types import FolioError, Hit, StagedBook
+from folio.nodes.types import ConceptMatches, FolioError, Hit, StagedBook
 
 BOOK_SUFFIXES = (".epub", ".txt", ".text", ".md")
 SEARCH_MODES = ("lexical", "semantic", "hybrid", "bm25s", "dense_exact")  # the last two are baselines
@@ -135,6 +136,37 @@ def search(
         inputs={"query": query, "book_stores": tuple(stores), "chapter_ids": chapter_ids},
     )
     return list(result["search_results"])
+
+
+def concept_matches(
+    query: str, library: str | Path | Library | None = None, book: str | None = None, k: int = 10
+) -> list[tuple[str, ConceptMatches, dict[str, str]]]:
+    """``(book id, matches, chapter titles)`` of a concept-map lookup in one book (or every book)."""
+    lib = resolve_library(library)
+    book_ids = [lib.resolve_book(book)] if book else lib.book_ids()
+    if not book_ids:
+        raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
+    out = []
+    for book_id in book_ids:
+        concept_map = lib.concept_map(book_id)
+        if concept_map is None:
+            raise FolioError(book_id, "no concept map: re-ingest the book")
+        out.append((book_id, concept_map.lookup(query, limit=k), lib.store(book_id).titles))
+    return out
+
+
+def concept_rows(
+    query: str, library: str | Path | Library | None = None, book: str | None = None, k: int = 10
+) -> list[dict[str, Any]]:
+    """The matches of ``concept_matches`` as JSON rows (``folio concepts --json``), best first per book."""
+    rows = []
+    for book_id, found, titles in concept_matches(query, library, book, k):
+        for match in sorted([*found.entities, *found.themes, *found.events], key=lambda m: -m.score):
+            row: dict[str, Any] = {"book_id": book_id}
+            row.update({f.name: getattr(match, f.name) for f in dataclasses.fields(match)})
+            row["chapter_titles"] = [titles.get(c, c) for c in match.chapter_ids]
+            rows.append(row)
+    return rows
 
 
 def books(library: str | Path | Library | None = None) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ Every user-facing failure is one line on stderr (``folio: <file>: <reason>``) an
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -20,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from folio.nodes.types import ConceptMatch, FolioError
+from folio.nodes.types import FolioError
 
 
 def _err(message: str) -> None:
@@ -143,38 +142,17 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_concepts(args: argparse.Namespace) -> int:
-    from folio.dataflows.library import Library
+    from folio.dataflows.api import concept_matches, concept_rows
     from folio.nodes.concept_lookup import format_matches
 
-    lib = Library(args.library)
-    book_ids = [lib.resolve_book(args.book)] if args.book else lib.book_ids()
-    if not book_ids:
-        raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
-    results = []
-    for book_id in book_ids:
-        concept_map = lib.concept_map(book_id)
-        if concept_map is None:
-            raise FolioError(book_id, "no concept map: re-ingest the book")
-        found = concept_map.lookup(args.query, limit=args.k)
-        results.append((book_id, found, lib.store(book_id).titles))
     if args.json:
-        rows = [
-            {"book_id": book_id, **_match_dict(m, titles)}
-            for book_id, found, titles in results
-            for m in sorted([*found.entities, *found.themes, *found.events], key=lambda m: -m.score)
-        ]
+        rows = concept_rows(args.query, args.library, args.book, args.k)
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
-    for book_id, found, titles in results:
+    for book_id, found, titles in concept_matches(args.query, args.library, args.book, args.k):
         print(f"[{book_id}]")
         print(textwrap.indent(format_matches(found, titles), "  "))
     return 0
-
-
-def _match_dict(match: ConceptMatch, titles: dict[str, str]) -> dict[str, object]:
-    out: dict[str, object] = {f.name: getattr(match, f.name) for f in dataclasses.fields(match)}
-    out["chapter_titles"] = [titles.get(c, c) for c in match.chapter_ids]
-    return out
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
@@ -241,6 +219,29 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         rates = [m for m in metrics or () if experiment_store.is_rate(m)] or ["hit@1", "hit@5", "mrr@10"]
         plotted = experiment_store.plot_runs(runs, args.plot, metrics=tuple(rates))
         print(f"plot: {plotted}", file=sys.stderr)
+    return 0
+
+
+def _service(args: argparse.Namespace) -> object:
+    from folio.dataflows.service import Service
+
+    return Service(args.library, config=args.config, zim_paths=args.zim, kiwix_url=args.kiwix_url)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from folio.dataflows.server import serve
+
+    service = _service(args)
+    print("folio: loading the library and the model…", file=sys.stderr, flush=True)
+    service.warm()  # type: ignore[attr-defined]
+    serve(service, host=args.host, port=args.port, token=args.token)  # type: ignore[arg-type]
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from folio.dataflows.mcp_server import run_stdio
+
+    run_stdio(_service(args))  # type: ignore[arg-type]
     return 0
 
 
@@ -362,6 +363,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_experiment)
+
+    def sources_opt(p: argparse.ArgumentParser) -> None:
+        library_opt(p)
+        source = p.add_mutually_exclusive_group()
+        source.add_argument("--zim", nargs="+", metavar="PATH", help="ZIM files to search too (libzim)")
+        source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve to search too")
+
+    p = sub.add_parser("serve", help="serve the HTTP API, the MCP tools (/mcp) and a web page, warm")
+    sources_opt(p)
+    p.add_argument("--host", default="127.0.0.1", help="bind address (others than loopback need a token)")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--token", default=None, help="required on every request (default: $FOLIO_TOKEN)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("mcp", help="serve the book and Kiwix tools to an MCP client over stdio")
+    sources_opt(p)
+    p.set_defaults(func=cmd_mcp)
     return parser
 
 

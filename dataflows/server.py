@@ -1,0 +1,258 @@
+"""``folio serve``: one warm process serving a local HTTP API, the MCP tools and a web page.
+
+    folio serve --library ~/folio [--zim wiki.zim ...] [--host 127.0.0.1] [--port 8765] [--token T]
+
+Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; OpenAPI page at ``/docs``):
+
+- ``GET /api/health`` · ``GET /api/version``
+- ``POST /api/ask`` ``{"question": "..."}`` → the answer with its citations
+- ``GET /api/search?q=...&mode=hybrid&k=10&book=ID&chapter=ID`` → hits
+- ``GET /api/books`` · ``DELETE /api/books/{book}`` (a remove job) ·
+  ``GET /api/books/{book}/chapters/{chapter_id}`` · ``GET /api/books/{book}/chunks/{chunk_id}``
+- ``GET /api/concepts?q=...&book=ID&k=10``
+- ``GET /api/kiwix/books`` · ``GET /api/kiwix/search?q=...`` · ``GET /api/kiwix/article?book=B&path=P``
+- ``POST /api/ingest`` ``{"paths": ["book.epub", "folder/"]}`` (files on this machine) → a job (202) ·
+  ``GET /api/jobs`` · ``GET /api/jobs/{id}`` · ``GET /api/jobs/{id}/events`` (server-sent events until
+  it ends)
+- ``/mcp``: the MCP tools over streamable HTTP (``dataflows.mcp_server``) · ``/``: the web page
+
+Errors are ``{"error": "<one line>"}`` with 400 (bad request), 401 (token), 404 (no such book, chapter,
+chunk, job or article), 413 (body too large), 422 (malformed body) or 500 (a bug: logged in one line,
+never a traceback). A loopback bind needs no token; any other address requires one (``--token`` or
+``$FOLIO_TOKEN``), checked on every request as ``Authorization: Bearer T``, ``X-Folio-Token: T`` or
+``?token=T`` (the page's link).
+
+Limitations: no TLS (put a reverse proxy in front for anything beyond the machine); one library per
+process; requests are answered on a thread pool (``THREADS``), so CPU-bound asks share the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from folio.dataflows.service import Service, version
+from folio.nodes.types import FolioError
+
+MAX_BODY_BYTES = 64 * 1024  # the largest request body accepted
+THREADS = 16  # worker threads for the blocking operations
+EVENT_INTERVAL_S = 0.25  # how often a job's event stream reports progress
+DEFAULT_PORT = 8765
+
+log = logging.getLogger("folio.serve")
+
+
+def needs_token(host: str) -> bool:
+    """A bind address reachable from other machines needs a token (loopback and "localhost" do not)."""
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a host name: it may resolve to anything
+
+
+def status_for(error: FolioError) -> int:
+    """The HTTP status of a one-line Folio error: 404 for what does not exist, else 400."""
+    return 404 if error.reason.startswith("no such") else 400
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _page() -> str:
+    return resources.files("folio.dataflows").joinpath("web/index.html").read_text(encoding="utf-8")
+
+
+def create_app(service: Service, token: str | None = None) -> FastAPI:
+    """The FastAPI application over ``service``; ``token``, when set, is required on every request."""
+    mcp_app = _mcp_app(service)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        import anyio.to_thread
+
+        anyio.to_thread.current_default_thread_limiter().total_tokens = THREADS
+        await run_in_threadpool(service.warm)
+        if mcp_app is None:
+            yield
+        else:
+            async with mcp_app.router.lifespan_context(mcp_app):
+                yield
+
+    app = FastAPI(
+        title="Folio",
+        version=version(),
+        description="Offline question answering over your books and Kiwix archives, with citations.",
+        lifespan=lifespan,
+    )
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
+        if token is not None:
+            given = request.headers.get("x-folio-token") or request.query_params.get("token") or ""
+            auth = request.headers.get("authorization", "")
+            if auth.lower().startswith("bearer "):
+                given = auth[7:].strip()
+            if not hmac.compare_digest(given.encode(), token.encode()):
+                return _error(401, "a valid token is required (Authorization: Bearer TOKEN)")
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return _error(413, f"request body too large (the limit is {MAX_BODY_BYTES:,} bytes)")
+        if length is None and request.headers.get("transfer-encoding", "").lower() == "chunked":
+            return _error(411, "send a Content-Length with the body")
+        return await call_next(request)
+
+    @app.exception_handler(FolioError)
+    async def folio_error(_request: Request, exc: FolioError) -> Any:
+        return _error(status_for(exc), str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> Any:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+        return _error(422, f"{where}: {first.get('msg', 'invalid request')}")
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, exc: Exception) -> Any:
+        log.error("folio serve: %s: %s", type(exc).__name__, exc)
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        return run_in_threadpool(fn, *args, **kwargs)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> str:
+        return _page()
+
+    @app.get("/api/health")
+    async def health() -> dict[str, Any]:
+        return await call(service.health)
+
+    @app.get("/api/version")
+    async def version_route() -> dict[str, str]:
+        return {"version": version()}
+
+    @app.post("/api/ask")
+    async def ask_route(question: Annotated[str, Body(embed=True)]) -> dict[str, Any]:
+        return await call(service.ask, question)
+
+    @app.get("/api/search")
+    async def search_route(
+        q: str,
+        mode: str | None = None,
+        k: int | None = None,
+        book: str | None = None,
+        chapter: Annotated[list[str] | None, Query()] = None,
+    ) -> list[dict[str, Any]]:
+        return await call(service.search, q, mode=mode, k=k, book=book, chapters=chapter)
+
+    @app.get("/api/books")
+    async def books_route() -> list[dict[str, Any]]:
+        return await call(service.books)
+
+    @app.delete("/api/books/{book}", status_code=202)
+    async def remove_route(book: str) -> dict[str, Any]:
+        job = await call(service.remove, book)
+        return job.as_dict()
+
+    @app.get("/api/books/{book}/chapters/{chapter_id}")
+    async def chapter_route(book: str, chapter_id: str) -> dict[str, Any]:
+        return await call(service.chapter, book, chapter_id)
+
+    @app.get("/api/books/{book}/chunks/{chunk_id}")
+    async def chunk_route(book: str, chunk_id: str) -> dict[str, Any]:
+        return await call(service.chunk, book, chunk_id)
+
+    @app.get("/api/concepts")
+    async def concepts_route(q: str, book: str | None = None, k: int | None = None) -> list[dict[str, Any]]:
+        return await call(service.concepts, q, book, k)
+
+    @app.get("/api/kiwix/books")
+    async def kiwix_books_route() -> list[dict[str, Any]]:
+        return await call(service.kiwix_books)
+
+    @app.get("/api/kiwix/search")
+    async def kiwix_search_route(q: str) -> dict[str, Any]:
+        return await call(service.kiwix_search, q)
+
+    @app.get("/api/kiwix/article")
+    async def kiwix_article_route(book: str, path: str) -> dict[str, Any]:
+        return await call(service.kiwix_article, book, path)
+
+    @app.post("/api/ingest", status_code=202)
+    async def ingest_route(paths: Annotated[list[str], Body(embed=True)]) -> dict[str, Any]:
+        job = await call(service.ingest, paths)
+        return job.as_dict()
+
+    @app.get("/api/jobs")
+    async def jobs_route() -> list[dict[str, Any]]:
+        return service.jobs()
+
+    @app.get("/api/jobs/{job_id}")
+    async def job_route(job_id: str) -> dict[str, Any]:
+        return service.job(job_id)
+
+    @app.get("/api/jobs/{job_id}/events")
+    async def job_events(job_id: str) -> Any:
+        service.job(job_id)  # 404 before the stream starts
+
+        async def events() -> AsyncIterator[str]:
+            last = None
+            while True:
+                state = service.job(job_id)
+                if state != last:
+                    yield f"data: {json.dumps(state)}\n\n"
+                    last = state
+                if state["finished"] is not None:
+                    return
+                await asyncio.sleep(EVENT_INTERVAL_S)
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    if mcp_app is not None:
+        app.mount("/mcp", mcp_app)
+    return app
+
+
+def _mcp_app(service: Service) -> Any:
+    """The MCP tools as a streamable-HTTP ASGI app (None when the MCP server module is absent)."""
+    try:
+        from folio.dataflows.mcp_server import http_app
+    except ImportError:  # pragma: no cover - the module ships with Folio
+        return None
+    return http_app(service)
+
+
+def serve(
+    service: Service,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve ``service`` on ``host:port`` until interrupted (uvicorn, one process)."""
+    import uvicorn
+
+    token = token or os.environ.get("FOLIO_TOKEN") or None
+    if needs_token(host) and not token:
+        raise FolioError(
+            f"--host {host}", "serving beyond this machine needs a token: --token T or $FOLIO_TOKEN"
+        )
+    app = create_app(service, token)
+    print(f"folio: serving {service.library.path} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

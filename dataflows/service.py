@@ -1,0 +1,358 @@
+"""One warm Folio for many callers: the operations ``folio serve`` (HTTP, ``dataflows.server``) and
+``folio mcp`` (MCP tools, ``dataflows.mcp_server``) expose, over one library and one config.
+
+    service = Service("~/folio", zim_paths=["wikipedia.zim"])
+    service.ask("Why does Ahab hunt the whale?")          # the CLI's `folio ask --json` shape
+    job = service.ingest(["moby-dick.epub"]); service.job(job.job_id)
+
+Every read goes through the same API as the CLI (``dataflows.api``, ``dataflows.asking``,
+``dataflows.kiwix_query``) and returns the CLI's ``--json`` shape, so the process stays warm: the
+encoder, the library index, the drivers, the open ZIM archives (or kiwix-serve client) and the LLM
+connection are loaded once and shared by every request (the same process-wide resources a warm
+``ask`` uses).
+
+Writes (ingest, remove) are jobs run one at a time on one background thread, in the order given, under
+the library's writer lock; each book is committed in one transaction, so readers see the library
+before or after a book, never half of one. A job's progress (chunks embedded of the chunks announced)
+is polled with ``job(id)``; ``jobs()`` lists the recent ones (the last ``JOBS_KEPT``).
+
+Settings: the library directory and config as for the CLI; ``zim_paths`` or ``kiwix_url`` add the
+Kiwix source (ask, Kiwix search, article get). Limits (``MAX_QUESTION_CHARS``, ``MAX_K``) apply to every
+caller; they raise ``FolioError`` (one line), which the fronts turn into a 4xx or a tool error.
+
+Limitations: one library per process; ingest paths are files on this machine (the HTTP API does not
+take uploads); jobs live in memory (a restart forgets their history, never a committed book).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from folio.dataflows import api
+from folio.dataflows.asking import ask, ask_config, ask_driver, query_encoder, shared_resources
+from folio.dataflows.library import Library
+from folio.nodes.backends.progress import Progress
+from folio.nodes.backends.tools import BookTools, Session, ToolBudget
+from folio.nodes.types import Article, ConceptMap, FolioError
+
+MAX_QUESTION_CHARS = 2_000  # a question or query longer than this is refused
+MAX_K = 100  # the most hits one search returns
+MAX_PATHS = 1_000  # the most paths one ingest job takes
+JOBS_KEPT = 50  # finished jobs remembered for polling
+TOOL_CALLS_PER_REQUEST = 1  # an MCP / HTTP tool call is one call of its own budget
+
+
+def version() -> str:
+    """The installed Folio version ("0.0.0" when it runs from a tree that is not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("folio")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def checked_text(name: str, value: object, limit: int = MAX_QUESTION_CHARS) -> str:
+    """``value`` as a non-empty string of at most ``limit`` characters, else a one-line ``FolioError``."""
+    if not isinstance(value, str) or not value.strip():
+        raise FolioError(name, "must be a non-empty string")
+    if len(value) > limit:
+        raise FolioError(name, f"too long ({len(value):,} characters; the limit is {limit:,})")
+    return value
+
+
+def checked_k(value: object, default: int | None = None) -> int | None:
+    """A result count between 1 and ``MAX_K`` (None: the config's default)."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_K:
+        raise FolioError("k", f"must be a whole number from 1 to {MAX_K}")
+    return value
+
+
+def article_dict(article: Article) -> dict[str, Any]:
+    """An article as JSON: book, path, title, url, the clean text and its sections."""
+    return {
+        "book": article.book,
+        "path": article.path,
+        "title": article.title,
+        "url": article.url,
+        "text": article.text,
+        "sections": [{"title": s.title, "paragraphs": list(s.paragraphs)} for s in article.sections],
+    }
+
+
+# --- jobs ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Job:
+    """One write job: its kind ("ingest" | "remove"), state and progress, and what it did."""
+
+    job_id: str
+    kind: str
+    target: tuple[str, ...]
+    state: str = "queued"  # queued | running | done | failed
+    done: float = 0.0  # chunks embedded so far (ingest)
+    total: float = 0.0  # chunks announced so far (ingest; grows as books are parsed)
+    created: float = dataclasses.field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    ingested: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    errors: list[str] = dataclasses.field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["target"] = list(self.target)
+        out["fraction"] = round(self.done / self.total, 4) if self.total else (1.0 if self.finished else 0.0)
+        return out
+
+
+class JobProgress(Progress):
+    """Progress sink that records an ingest's counts on its job (read by pollers)."""
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+        self._lock = threading.Lock()
+
+    def add_total(self, n: float) -> None:
+        with self._lock:
+            self._job.total += n
+
+    def advance(self, n: float) -> None:
+        with self._lock:
+            self._job.done += n
+
+
+# --- the service -----------------------------------------------------------------------------------
+class Service:
+    """Folio's operations over one library and config, safe to call from many threads at once."""
+
+    def __init__(
+        self,
+        library: str | Path | Library | None = None,
+        config: str | Path | Mapping[str, Any] | None = None,
+        zim_paths: Sequence[str | os.PathLike[str]] | None = None,
+        kiwix_url: str | None = None,
+    ) -> None:
+        self.library = api.resolve_library(library)
+        self.config = ask_config(config, zim_paths, kiwix_url)
+        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="folio-write")
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._jobs_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self.started = time.time()
+
+    # --- reading ---------------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        """Liveness and what this process serves: version, library, book count, sources, uptime."""
+        return {
+            "status": "ok",
+            "version": version(),
+            "library": str(self.library.path),
+            "books": len(self.library.descriptors()),
+            "kiwix": self.config.get("kiwix") if self.kiwix_enabled else None,
+            "llm": self.config.get("llm"),
+            "uptime_s": round(time.time() - self.started, 1),
+        }
+
+    @property
+    def kiwix_enabled(self) -> bool:
+        cfg = self.config
+        return bool((cfg.get("kiwix") == "libzim" and cfg.get("zim_paths")) or cfg.get("kiwix") == "http")
+
+    def warm(self) -> None:
+        """Load what the first request would (library index, encoder, drivers, Kiwix backend, LLM
+        connection), so no caller pays it."""
+        self.library.descriptors()
+        query_encoder(self.config)
+        shared_resources(self.config, ask_driver(self.config))
+
+    def ask(self, question: object) -> dict[str, Any]:
+        """Answer a question from the books and the configured sources (``folio ask --json``)."""
+        text = checked_text("question", question)
+        return ask(text, config=self.config, library=self.library).as_dict()
+
+    def search(
+        self,
+        query: object,
+        mode: str | None = None,
+        k: object = None,
+        book: str | None = None,
+        chapters: Sequence[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Hits for a query (``folio search --json``)."""
+        text = checked_text("query", query)
+        if chapters is not None and len(chapters) > MAX_K:
+            raise FolioError("chapter", f"at most {MAX_K} chapters")
+        hits = api.search(
+            text,
+            library=self.library,
+            book=book,
+            chapter=list(chapters) if chapters else None,
+            mode=mode,
+            k=checked_k(k),
+            config=self.config,
+        )
+        return [h.as_dict() for h in hits]
+
+    def books(self) -> list[dict[str, Any]]:
+        """The library's books (``folio books --json``)."""
+        return self.library.books()
+
+    def concepts(self, query: object, book: str | None = None, k: object = None) -> list[dict[str, Any]]:
+        """Concept-map matches (``folio concepts --json``)."""
+        return api.concept_rows(checked_text("query", query), self.library, book, checked_k(k, 10) or 10)
+
+    def chapter(self, book: str, chapter_id: str) -> dict[str, Any]:
+        """One chapter's whole text, with the book's and chapter's titles."""
+        store = self.library.store(self.library.resolve_book(book))
+        if chapter_id not in store.titles:
+            raise FolioError(f"{store.book_id}/{chapter_id}", "no such chapter")
+        return {
+            "book_id": store.book_id,
+            "book_title": store.descriptor.get("title", ""),
+            "chapter_id": chapter_id,
+            "chapter_title": store.titles[chapter_id],
+            "text": store.chapter_text(chapter_id),
+        }
+
+    def chunk(self, book: str, chunk_id: str) -> dict[str, Any]:
+        """One chunk as a hit (score 0): its chapter, offsets and text."""
+        store = self.library.store(self.library.resolve_book(book))
+        try:
+            return store.chunk(chunk_id).as_dict()
+        except KeyError:
+            raise FolioError(f"{store.book_id}/{chunk_id}", "no such chunk") from None
+
+    def kiwix_search(self, query: object) -> dict[str, Any]:
+        """The Kiwix articles and passages that answer a question (``folio kiwix --json``)."""
+        from folio.dataflows.kiwix_query import kiwix_driver, run_kiwix_driver
+
+        text = checked_text("query", query)
+        dr = kiwix_driver(self._kiwix_config())
+        backend = self._kiwix_backend()
+        return run_kiwix_driver(dr, text, backend=backend, config=self.config).as_dict()
+
+    def kiwix_article(self, book: object, path: object) -> dict[str, Any]:
+        """One Kiwix article as clean text (redirects followed)."""
+        book_name = checked_text("book", book, 200)
+        article_path = checked_text("path", path, 2_000)
+        self._kiwix_config()
+        return article_dict(self._kiwix_backend().article(book_name, article_path))
+
+    def kiwix_books(self) -> list[dict[str, Any]]:
+        """The Kiwix books this process searches (name, title, language, article count)."""
+        if not self.kiwix_enabled:
+            return []
+        return [dataclasses.asdict(b) for b in self._kiwix_backend().books()]
+
+    def _kiwix_config(self) -> dict[str, Any]:
+        if not self.kiwix_enabled:
+            raise FolioError("kiwix", "no Kiwix source: serve with --zim PATH... or --kiwix-url URL")
+        return self.config
+
+    def _kiwix_backend(self) -> Any:
+        return shared_resources(self.config, ask_driver(self.config), ["kiwix_backend"])["kiwix_backend"]
+
+    # --- the book tools (MCP) --------------------------------------------------------------------
+    def book_tools(self, limit: int = TOOL_CALLS_PER_REQUEST) -> BookTools:
+        """The agent's book tools over every book, with a budget of ``limit`` calls (one request)."""
+        stores = {s.book_id: s for s in self.library.stores(None)}
+        maps: dict[str, ConceptMap] = {}
+        for book_id in stores:
+            cmap = self.library.concept_map(book_id)
+            if cmap is not None:
+                maps[book_id] = cmap
+        encoder, _why = query_encoder(self.config)
+        return BookTools(
+            stores, maps, encoder, ToolBudget(limit), Session(), k=int(self.config.get("search_k") or 10)
+        )
+
+    # --- writing ---------------------------------------------------------------------------------
+    def ingest(self, paths: Sequence[str]) -> Job:
+        """Queue an ingest of book files or folders on this machine; returns the job at once."""
+        if not paths or len(paths) > MAX_PATHS or not all(isinstance(p, str) and p.strip() for p in paths):
+            raise FolioError("paths", f"give 1 to {MAX_PATHS} file or folder paths")
+        missing = [p for p in paths if not Path(p).expanduser().exists()]
+        if missing:
+            raise FolioError(missing[0], "no such file or folder")
+        return self._submit("ingest", tuple(paths))
+
+    def remove(self, book: str) -> Job:
+        """Queue the removal of a book (id, unique prefix or source file name); returns the job at once."""
+        return self._submit("remove", (self.library.resolve_book(book),))
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """A job's state and progress."""
+        with self._jobs_lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                raise FolioError(job_id, "no such job")
+            return job.as_dict()
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """The recent jobs, newest first."""
+        with self._jobs_lock:
+            return [j.as_dict() for j in reversed(self._jobs.values())]
+
+    def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the job has finished (tests, scripts); its final state."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            state = self.job(job_id)
+            if state["finished"] is not None:
+                return state
+            if deadline is not None and time.monotonic() > deadline:
+                raise FolioError(job_id, f"still {state['state']} after {timeout} s")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        """Finish the queued jobs and release the library."""
+        self._writes.shutdown(wait=True)
+        self.library.close()
+
+    def _submit(self, kind: str, target: tuple[str, ...]) -> Job:
+        job = Job(job_id=f"{kind}-{next(self._ids)}", kind=kind, target=target)
+        with self._jobs_lock:
+            self._jobs[job.job_id] = job
+            while len(self._jobs) > JOBS_KEPT:
+                oldest = next(iter(self._jobs))
+                if self._jobs[oldest].finished is None:
+                    break
+                del self._jobs[oldest]
+        self._writes.submit(self._run, job)
+        return job
+
+    def _run(self, job: Job) -> None:
+        job.state, job.started = "running", time.time()
+        try:
+            if job.kind == "ingest":
+                report = api.ingest(
+                    list(job.target), library=self.library, config=self.config, progress=JobProgress(job)
+                )
+                job.ingested = [
+                    {"book_id": s.book_id, "title": s.title, "chapters": s.n_chapters, "chunks": s.n_chunks}
+                    for s in report.ingested
+                ]
+                job.errors = [str(e) for e in report.errors]
+            else:
+                with self.library.writer():
+                    self.library.remove(job.target[0])
+            job.state = "failed" if job.errors else "done"
+        except FolioError as exc:
+            job.errors.append(str(exc))
+            job.state = "failed"
+        except Exception as exc:  # a job never takes the service down; its reason is its error
+            job.errors.append(f"{job.kind} failed: {type(exc).__name__}: {exc}")
+            job.state = "failed"
+        finally:
+            job.finished = time.time()
