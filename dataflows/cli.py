@@ -229,12 +229,13 @@ def _service(args: argparse.Namespace) -> object:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from folio.dataflows.server import serve
+    from folio.dataflows.server import bind_token, serve
 
+    token = bind_token(args.host, args.token)  # refused before anything loads
     service = _service(args)
     print("folio: loading the library and the model…", file=sys.stderr, flush=True)
     service.warm()  # type: ignore[attr-defined]
-    serve(service, host=args.host, port=args.port, token=args.token)  # type: ignore[arg-type]
+    serve(service, host=args.host, port=args.port, token=token)  # type: ignore[arg-type]
     return 0
 
 

@@ -65,6 +65,17 @@ def needs_token(host: str) -> bool:
         return True  # a host name: it may resolve to anything
 
 
+def bind_token(host: str, token: str | None) -> str | None:
+    """The token to require (``token``, else ``$FOLIO_TOKEN``, else None); a one-line error when the
+    bind address needs one and there is none."""
+    token = token or os.environ.get("FOLIO_TOKEN") or None
+    if needs_token(host) and not token:
+        raise FolioError(
+            f"--host {host}", "serving beyond this machine needs a token: --token T or $FOLIO_TOKEN"
+        )
+    return token
+
+
 def status_for(error: FolioError) -> int:
     """The HTTP status of a one-line Folio error: 404 for what does not exist, else 400."""
     return 404 if error.reason.startswith("no such") else 400
@@ -115,7 +126,11 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             return _error(413, f"request body too large (the limit is {MAX_BODY_BYTES:,} bytes)")
         if length is None and request.headers.get("transfer-encoding", "").lower() == "chunked":
             return _error(411, "send a Content-Length with the body")
-        return await call_next(request)
+        try:
+            return await call_next(request)
+        except Exception as exc:  # a bug: one line in the log and to the client, never a traceback
+            log.error("folio serve: %s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+            return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     @app.exception_handler(FolioError)
     async def folio_error(_request: Request, exc: FolioError) -> Any:
@@ -126,11 +141,6 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
         return _error(422, f"{where}: {first.get('msg', 'invalid request')}")
-
-    @app.exception_handler(Exception)
-    async def unexpected(_request: Request, exc: Exception) -> Any:
-        log.error("folio serve: %s: %s", type(exc).__name__, exc)
-        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
         return run_in_threadpool(fn, *args, **kwargs)
@@ -248,11 +258,6 @@ def serve(
     """Serve ``service`` on ``host:port`` until interrupted (uvicorn, one process)."""
     import uvicorn
 
-    token = token or os.environ.get("FOLIO_TOKEN") or None
-    if needs_token(host) and not token:
-        raise FolioError(
-            f"--host {host}", "serving beyond this machine needs a token: --token T or $FOLIO_TOKEN"
-        )
-    app = create_app(service, token)
+    app = create_app(service, bind_token(host, token))
     print(f"folio: serving {service.library.path} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

@@ -342,3 +342,36 @@ class SlowHTTPServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# --- Folio's own HTTP server (folio serve) ---------------------------------------------------------
+
+
+class ServedApp:
+    """An ASGI app served by a real uvicorn on 127.0.0.1 in a thread of this process (its lifespan
+    included); ``url`` is its base URL. ``stop()`` asks uvicorn to exit and joins the thread."""
+
+    def __init__(self, app: Any, wait_seconds: float = 60.0) -> None:
+        import uvicorn
+
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + wait_seconds
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not start on {self.url}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def __enter__(self) -> ServedApp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
