@@ -1,0 +1,157 @@
+"""The ``http`` section of ``make bench``: ``folio ask`` over HTTP against a real ``folio serve``.
+
+A ``folio serve`` process (no LLM) is started on 127.0.0.1 over a library of the Potter treasury (the
+``ask`` section's book and questions, ingested into a temporary library unless one is given) and
+stopped by PID. Measured from this process with httpx: warm latency p50/p95 with one client asking the
+100 questions in turn, then throughput (asks per second) and latency with ``CLIENTS`` clients asking
+concurrently, and how many requests failed (any status but 200, or a transport error).
+
+    python -m folio.dataflows.serve_bench --data ../shared/data [--library LIB]
+
+Limitations: the clients run on the same machine as the server and take some of its cores; the figure
+is what a user with a browser or an MCP client beside the server gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from folio.dataflows.api import ingest
+from folio.nodes.types import FolioError
+
+CLIENTS = 8
+ROUNDS = 1  # each concurrent client asks every question once, starting at its own place
+START_SECONDS = 180.0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def potter_questions(data_dir: Path, n: int = 100) -> tuple[Path, list[str]]:
+    """The Potter treasury and its first ``n`` FairytaleQA questions (the ``ask`` section's)."""
+    book = data_dir / "books/txt/pg572_potter_great-big-treasury.txt"
+    with open(data_dir / "qa/fairytaleqa/questions.csv", encoding="utf-8", newline="") as f:
+        questions = [r["question"] for r in csv.DictReader(f) if r["book_file"].endswith(book.name)][:n]
+    return book, questions
+
+
+def _summary(values_ms: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(float(np.percentile(values_ms, 50)), 1),
+        "p95_ms": round(float(np.percentile(values_ms, 95)), 1),
+    }
+
+
+def served(library: Path, port: int) -> subprocess.Popen[bytes]:
+    """``folio serve --library LIBRARY --port PORT`` in a new process (no LLM), ready to answer."""
+    env = {**os.environ, "HAMILTON_TELEMETRY_ENABLED": "false", "FOLIO_LLM": "none", "LLM": "none"}
+    command = ["serve", "--library", str(library), "--port", str(port)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "folio.dataflows.cli", *command],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise FolioError("folio serve", f"exited with {process.returncode} before answering")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise FolioError("folio serve", f"did not answer within {START_SECONDS:.0f} s")
+
+
+def _ask(client: httpx.Client, question: str) -> tuple[float, bool]:
+    t0 = time.perf_counter()
+    try:
+        ok = client.post("/api/ask", json={"question": question}).status_code == 200
+    except httpx.HTTPError:
+        ok = False
+    return (time.perf_counter() - t0) * 1000, ok
+
+
+def http_bench(data_dir: str | os.PathLike[str], library: str | Path | None = None) -> dict[str, Any]:
+    """Ask over HTTP: one client's warm p50/p95, and ``CLIENTS`` concurrent clients' throughput."""
+    book, questions = potter_questions(Path(data_dir))
+    tmp = None
+    if library is None:
+        tmp = tempfile.TemporaryDirectory(prefix="folio-http-bench-")
+        library = tmp.name
+        report = ingest([book], library=library)
+        if not report.ok:
+            raise FolioError(str(book), "; ".join(str(e) for e in report.errors))
+    port = _free_port()
+    process = served(Path(library), port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=60) as client:
+            for q in questions[:5]:  # warm: drivers, caches, the encoder's first calls
+                _ask(client, q)
+            one = [_ask(client, q) for q in questions]
+
+        def client_run(seed: int) -> list[tuple[float, bool]]:
+            order = questions[seed:] + questions[:seed]
+            with httpx.Client(base_url=base, timeout=60) as own:
+                return [_ask(own, q) for _ in range(ROUNDS) for q in order]
+
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=CLIENTS) as pool:
+            runs = list(pool.map(client_run, range(0, CLIENTS * 7, 7)))
+        wall = time.perf_counter() - t0
+        loaded = [r for run in runs for r in run]
+        return {
+            "questions": len(questions),
+            "one_client": {**_summary([ms for ms, _ in one]), "failed": sum(not ok for _, ok in one)},
+            "concurrent": {
+                "clients": CLIENTS,
+                "asks": len(loaded),
+                "asks_per_s": round(len(loaded) / wall, 1),
+                **_summary([ms for ms, _ in loaded]),
+                "failed": sum(not ok for _, ok in loaded),
+            },
+        }
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument("--library", default=None, help="a library holding the Potter treasury")
+    args = parser.parse_args(argv)
+    print(json.dumps(http_bench(Path(args.data).resolve(), args.library), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
