@@ -113,7 +113,9 @@ class Job:
         out = dataclasses.asdict(self)
         out["target"] = list(self.target)
         out["done"], out["total"] = round(self.done, 3), round(self.total, 3)  # fractions of chunks add up
-        out["fraction"] = min(1.0, round(self.done / self.total, 4)) if self.total else (1.0 if self.finished else 0.0)
+        out["fraction"] = (
+            min(1.0, round(self.done / self.total, 4)) if self.total else (1.0 if self.finished else 0.0)
+        )
         return out
 
 
