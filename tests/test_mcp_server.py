@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import sys
 import threading
 import time
@@ -40,6 +39,7 @@ from folio.dataflows.mcp_server import (
 from folio.dataflows.service import Service
 from folio.nodes.backends.tools import BookTools
 from tests.conftest import REPO_DIR, ZIMS
+from tests.servers import free_port
 
 ZIM = ZIMS / "wikipedia_en_ray_charles_mini_2020-03.zim"
 RAY = "wikipedia_en_ray_charles_mini_2020-03"
@@ -345,18 +345,12 @@ async def _noisy_session(command: str, args: list[str], errlog: Any) -> Transcri
 
 
 # --- streamable HTTP: `folio serve`'s app on a real uvicorn ------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _uvicorn(app: Any) -> Iterator[str]:
     """``app`` on a real uvicorn at 127.0.0.1 in a thread of this process; yields its base URL."""
     import uvicorn
 
-    port = _free_port()
+    port = free_port()
     served = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=served.run, name="uvicorn-mcp-test", daemon=True)
     thread.start()
