@@ -89,9 +89,10 @@ def _page() -> str:
     return resources.files("folio.dataflows").joinpath("web/index.html").read_text(encoding="utf-8")
 
 
-def create_app(service: Service, token: str | None = None) -> FastAPI:
-    """The FastAPI application over ``service``; ``token``, when set, is required on every request."""
-    mcp_app = _mcp_app(service)
+def create_app(service: Service, token: str | None = None, host: str = "127.0.0.1") -> FastAPI:
+    """The FastAPI application over ``service``; ``token``, when set, is required on every request;
+    ``host`` is the bind address (loopback: the MCP endpoint also checks the Host header)."""
+    mcp_app = _mcp_app(service, host)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -239,13 +240,13 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     return app
 
 
-def _mcp_app(service: Service) -> Any:
+def _mcp_app(service: Service, host: str) -> Any:
     """The MCP tools as a streamable-HTTP ASGI app (None when the MCP server module is absent)."""
     try:
         from folio.dataflows.mcp_server import http_app
     except ImportError:  # pragma: no cover - the module ships with Folio
         return None
-    return http_app(service)
+    return http_app(service, host)
 
 
 def serve(
@@ -258,6 +259,6 @@ def serve(
     """Serve ``service`` on ``host:port`` until interrupted (uvicorn, one process)."""
     import uvicorn
 
-    app = create_app(service, bind_token(host, token))
+    app = create_app(service, bind_token(host, token), host)
     print(f"folio: serving {service.library.path} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

@@ -153,6 +153,7 @@ class Service:
         self._jobs_lock = threading.Lock()
         self._ids = itertools.count(1)
         self.started = time.time()
+        self._in_play: tuple[tuple, dict[str, Any], dict[str, ConceptMap]] | None = None
 
     # --- reading ---------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
@@ -269,16 +270,29 @@ class Service:
     # --- the book tools (MCP) --------------------------------------------------------------------
     def book_tools(self, limit: int = TOOL_CALLS_PER_REQUEST) -> BookTools:
         """The agent's book tools over every book, with a budget of ``limit`` calls (one request)."""
+        stores, maps = self._books_in_play()
+        encoder, _why = query_encoder(self.config)
+        return BookTools(
+            stores, maps, encoder, ToolBudget(limit), Session(), k=int(self.config.get("search_k") or 10)
+        )
+
+    def _books_in_play(self) -> tuple[dict[str, Any], dict[str, ConceptMap]]:
+        """Every book's store and concept map, parsed once per library generation."""
+        descriptors = self.library.descriptors()
+        key = tuple((d["book_id"], d.get("content_hash", "")) for d in descriptors)
+        with self._jobs_lock:
+            held = self._in_play
+        if held is not None and held[0] == key:
+            return held[1], held[2]
         stores = {s.book_id: s for s in self.library.stores(None)}
         maps: dict[str, ConceptMap] = {}
         for book_id in stores:
             cmap = self.library.concept_map(book_id)
             if cmap is not None:
                 maps[book_id] = cmap
-        encoder, _why = query_encoder(self.config)
-        return BookTools(
-            stores, maps, encoder, ToolBudget(limit), Session(), k=int(self.config.get("search_k") or 10)
-        )
+        with self._jobs_lock:
+            self._in_play = (key, stores, maps)
+        return stores, maps
 
     # --- writing ---------------------------------------------------------------------------------
     def ingest(self, paths: Sequence[str]) -> Job:
