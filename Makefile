@@ -18,6 +18,8 @@ $(BIN)/.installed: pyproject.toml
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 	  missing=""; command -v dot >/dev/null || missing="$$missing graphviz"; \
 	  command -v kiwix-serve >/dev/null || missing="$$missing kiwix-tools"; \
+	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi; \
 	fi
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
