@@ -292,9 +292,13 @@ def test_remove_asks_first_then_the_job_runs_and_an_ingest_brings_the_book_back(
 
     page.find_element(By.ID, "paths").send_keys(str(ALICE_EPUB))
     page.find_element(By.ID, "ingest-button").click()
-    assert page.find_element(By.CSS_SELECTOR, "#jobs li[data-job^='ingest-'] .job-text").text.startswith(
-        f"Adding {ALICE_EPUB.name}"
-    )  # the job is watched at once (its line names what is added; a bar follows the chunks)
+    wait_for(  # the job is watched at once (its line names what is added; a bar follows the chunks)
+        page,
+        lambda d: any(
+            e.text.startswith(f"Adding {ALICE_EPUB.name}") or e.text.startswith("Added")
+            for e in d.find_elements(By.CSS_SELECTOR, "#jobs li[data-job^='ingest-'] .job-text")
+        ),
+    )
     job = finished_job(page, "ingest", timeout=300)
     assert job.get_attribute("data-state") == "done"
     assert job.find_element(By.CLASS_NAME, "job-text").text.startswith(f"Added “{ALICE}” (")
