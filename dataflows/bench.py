@@ -21,7 +21,6 @@ import random
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from folio.dataflows.api import book_files, ingest, search
 from folio.dataflows.asking import ask
 from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_config, kiwix_driver, run_kiwix_driver
 from folio.dataflows.library import Library
+from folio.dataflows.measuring import free_port, latency_summary, potter_library, potter_questions
 from folio.dataflows.parallel import ingest_books
 from folio.dataflows.registry import execute
 from folio.dataflows.scaling import scaling_bench
@@ -62,14 +61,6 @@ SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling")
 
 def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
     return round(resource.getrusage(who).ru_maxrss / 1024, 1)
-
-
-def latency_summary(values_ms: Sequence[float], digits: int = 2) -> dict[str, float]:
-    """p50 and p95 of latencies in milliseconds (linear interpolation), shared by every bench section."""
-    return {
-        "p50_ms": round(float(np.percentile(values_ms, 50)), digits),
-        "p95_ms": round(float(np.percentile(values_ms, 95)), digits),
-    }
 
 
 def _queries(lib: Any, book_id: str, n: int = 100, seed: int = 7) -> list[str]:
@@ -217,36 +208,20 @@ def ask_bench(data_dir: str | os.PathLike[str], library: str | Path | None = Non
 
     Ingests the Potter treasury into a temporary library unless ``library`` already holds it.
     """
-    import csv
-    import tempfile
-
-    data = Path(data_dir)
-    book = data / "books/txt/pg572_potter_great-big-treasury.txt"
-    with open(data / "qa/fairytaleqa/questions.csv", encoding="utf-8", newline="") as f:
-        questions = [r["question"] for r in csv.DictReader(f) if r["book_file"].endswith(book.name)][:100]
-    tmp = None
-    if library is None:
-        tmp = tempfile.TemporaryDirectory(prefix="folio-ask-bench-")
-        library = tmp.name
-        report = ingest([book], library=library)
-        if not report.ok:
-            raise FolioError(str(book), "; ".join(str(e) for e in report.errors))
-    try:
+    _book, questions = potter_questions(data_dir)
+    with potter_library(data_dir, library) as lib:
         cfg = {"llm": "none"}
-        ask(questions[0], config=cfg, library=library)  # warm: driver, stores, encoder
+        ask(questions[0], config=cfg, library=lib)  # warm: driver, stores, encoder
         latencies = []
         for q in questions:
             t0 = time.perf_counter()
-            ask(q, config=cfg, library=library)
+            ask(q, config=cfg, library=lib)
             latencies.append((time.perf_counter() - t0) * 1000)
-        return {
-            "questions": len(questions),
-            "ask_warm_no_llm": latency_summary(latencies),
-            "fusion_overhead_over_slowest_source": fusion_overhead(),
-        }
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+    return {
+        "questions": len(questions),
+        "ask_warm_no_llm": latency_summary(latencies),
+        "fusion_overhead_over_slowest_source": fusion_overhead(),
+    }
 
 
 LATENCY_QUERIES = 50
@@ -365,9 +340,7 @@ def _kiwix_serve(zim_paths: Sequence[str | os.PathLike[str]], wait_seconds: floa
     binary = shutil.which("kiwix-serve")
     if binary is None:
         raise FolioError("kiwix-serve", "not installed (Debian/Ubuntu: apt-get install kiwix-tools)")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = free_port()
     args = [binary, "--address=127.0.0.1", f"--port={port}", f"--attachToProcess={os.getpid()}"]
     process = subprocess.Popen(
         [*args, *map(str, zim_paths)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from folio.dataflows.library import Library, shared_index
+from folio.dataflows.measuring import latency_summary
 from folio.nodes.backends.library_index import StagedRows, VectorSettings, best_per_chunk, vector_matrix
 from folio.nodes.lexical import write_store
 from folio.nodes.types import Chapter, Chunk, FolioError, Manifest, Window
@@ -293,15 +294,6 @@ def rss_mb() -> float:
     return 0.0
 
 
-def _percentiles(values_ms: Sequence[float]) -> dict[str, float]:
-    """p50 and p95 in ms, as ``bench.latency_summary`` gives them (bench imports this module, so the
-    other way round would be an import cycle)."""
-    return {
-        "p50_ms": round(float(np.percentile(values_ms, 50)), 2),
-        "p95_ms": round(float(np.percentile(values_ms, 95)), 2),
-    }
-
-
 def _elapsed_ms(call: Callable[[], Any]) -> float:
     start = time.perf_counter()
     call()
@@ -346,7 +338,7 @@ def search_latencies(
             {
                 "books": len(lib.book_ids()),
                 "searches": {
-                    mode: {"queries": len(own[mode]), **_percentiles(own[mode])} for mode in BENCH_MODES
+                    mode: {"queries": len(own[mode]), **latency_summary(own[mode])} for mode in BENCH_MODES
                 },
                 "parts_p50_ms": {
                     name: round(float(np.percentile(own[name], 50)), 2) for name in names[len(BENCH_MODES) :]

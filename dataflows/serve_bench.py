@@ -16,49 +16,23 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import csv
 import json
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
-from folio.dataflows.api import ingest
+from folio.dataflows.measuring import free_port, latency_summary, potter_library, potter_questions
 from folio.nodes.types import FolioError
 
 CLIENTS = 8
 ROUNDS = 1  # each concurrent client asks every question once, starting at its own place
 START_SECONDS = 180.0
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def potter_questions(data_dir: Path, n: int = 100) -> tuple[Path, list[str]]:
-    """The Potter treasury and its first ``n`` FairytaleQA questions (the ``ask`` section's)."""
-    book = data_dir / "books/txt/pg572_potter_great-big-treasury.txt"
-    with open(data_dir / "qa/fairytaleqa/questions.csv", encoding="utf-8", newline="") as f:
-        questions = [r["question"] for r in csv.DictReader(f) if r["book_file"].endswith(book.name)][:n]
-    return book, questions
-
-
-def _summary(values_ms: list[float]) -> dict[str, float]:
-    return {
-        "p50_ms": round(float(np.percentile(values_ms, 50)), 1),
-        "p95_ms": round(float(np.percentile(values_ms, 95)), 1),
-    }
 
 
 def served(library: Path, port: int) -> subprocess.Popen[bytes]:
@@ -96,16 +70,15 @@ def _ask(client: httpx.Client, question: str) -> tuple[float, bool]:
 
 def http_bench(data_dir: str | os.PathLike[str], library: str | Path | None = None) -> dict[str, Any]:
     """Ask over HTTP: one client's warm p50/p95, and ``CLIENTS`` concurrent clients' throughput."""
-    book, questions = potter_questions(Path(data_dir))
-    tmp = None
-    if library is None:
-        tmp = tempfile.TemporaryDirectory(prefix="folio-http-bench-")
-        library = tmp.name
-        report = ingest([book], library=library)
-        if not report.ok:
-            raise FolioError(str(book), "; ".join(str(e) for e in report.errors))
-    port = _free_port()
-    process = served(Path(library), port)
+    _book, questions = potter_questions(data_dir)
+    with potter_library(data_dir, library) as lib:
+        return _served_asks(lib, questions)
+
+
+def _served_asks(library: Path, questions: list[str]) -> dict[str, Any]:
+    """The measurements against a ``folio serve`` of ``library`` started (and stopped) here."""
+    port = free_port()
+    process = served(library, port)
     base = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=base, timeout=60) as client:
@@ -125,12 +98,15 @@ def http_bench(data_dir: str | os.PathLike[str], library: str | Path | None = No
         loaded = [r for run in runs for r in run]
         return {
             "questions": len(questions),
-            "one_client": {**_summary([ms for ms, _ in one]), "failed": sum(not ok for _, ok in one)},
+            "one_client": {
+                **latency_summary([ms for ms, _ in one], 1),
+                "failed": sum(not ok for _, ok in one),
+            },
             "concurrent": {
                 "clients": CLIENTS,
                 "asks": len(loaded),
                 "asks_per_s": round(len(loaded) / wall, 1),
-                **_summary([ms for ms, _ in loaded]),
+                **latency_summary([ms for ms, _ in loaded], 1),
                 "failed": sum(not ok for _, ok in loaded),
             },
         }
@@ -140,8 +116,6 @@ def http_bench(data_dir: str | os.PathLike[str], library: str | Path | None = No
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
-        if tmp is not None:
-            tmp.cleanup()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -30,14 +29,9 @@ from typing import Any
 import httpx
 import pytest
 
+from folio.dataflows.measuring import free_port
+
 KIWIX_SERVE = "kiwix-serve"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def dead_url() -> str:
