@@ -229,9 +229,10 @@ def _service(args: argparse.Namespace) -> object:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from folio.dataflows.server import bind_token, serve
+    from folio.dataflows.server import bind_token, check_port, serve
 
     token = bind_token(args.host, args.token)  # refused before anything loads
+    check_port(args.host, args.port)
     service = _service(args)
     print("folio: loading the library and the model…", file=sys.stderr, flush=True)
     service.warm()  # type: ignore[attr-defined]

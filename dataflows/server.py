@@ -76,6 +76,18 @@ def bind_token(host: str, token: str | None) -> str | None:
     return token
 
 
+def check_port(host: str, port: int) -> None:
+    """A one-line error, before anything loads, when ``host:port`` cannot be bound (in use, no rights)."""
+    import socket
+
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise FolioError(f"--port {port}", f"cannot listen on {host}:{port}: {reason}") from None
+
+
 def status_for(error: FolioError) -> int:
     """The HTTP status of a one-line Folio error: 404 for what does not exist, else 400."""
     return 404 if error.reason.startswith("no such") else 400

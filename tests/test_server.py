@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -77,6 +78,32 @@ def test_folio_serve_on_a_public_address_without_token_fails_in_one_line(tmp_pat
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "folio: --host 0.0.0.0: serving beyond this machine needs a token: --token T or $FOLIO_TOKEN"
+    ]
+
+
+def test_folio_serve_on_a_port_in_use_fails_in_one_line_before_loading(tmp_path) -> None:
+    env = {"HAMILTON_TELEMETRY_ENABLED": "false", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_DIR)}
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "folio.dataflows.cli",
+                "serve",
+                "--library",
+                str(tmp_path),
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"folio: --port {port}: cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
 
 
