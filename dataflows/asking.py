@@ -49,7 +49,7 @@ RESOURCES = ("kiwix_backend", "llm_connection")  # expensive: created once per p
 
 _RESOURCES: dict[tuple[str, str], Any] = {}
 _LIBRARIES: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Library, dict, dict]] = {}
-_ENCODERS: dict[str, Any] = {}
+_ENCODERS: dict[tuple[str, str], Any] = {}
 _LOCK = threading.RLock()
 
 
@@ -151,13 +151,13 @@ def query_encoder(cfg: Mapping[str, Any]) -> tuple[Any, str | None]:
     """The query encoder (loaded once), or None and why (lexical-only then)."""
     if cfg.get("search_mode") == "lexical":
         return None, "search_mode is lexical"
-    model = str(cfg.get("embedding_model"))
+    model = (str(cfg.get("embedding_model")), str(cfg.get("encoder_precision", "auto")))
     with _LOCK:
         if model not in _ENCODERS:
             try:
                 from folio.nodes.backends.encoder import load_encoder
 
-                _ENCODERS[model] = load_encoder(model)
+                _ENCODERS[model] = load_encoder(*model)
             except Exception as exc:  # degraded mode: lexical only
                 _ENCODERS[model] = exc
     value = _ENCODERS[model]

@@ -115,7 +115,7 @@ def _concept_map_time(book: Path, config: dict[str, Any], lib: Any) -> float:
 
 def book_bench(data_dir: Path, work: Path) -> dict[str, Any]:
     config = load_config()
-    encoder = load_encoder(config["embedding_model"])
+    encoder = load_encoder(config["embedding_model"], config.get("encoder_precision", "auto"))
     encoder.encode(["warm up the encoder"])
     book = data_dir / "books/epub/melville_moby-dick.epub"
     lib = Library(work / "library")

@@ -100,7 +100,7 @@ def _constant(name: str):
 
 @fingerprinting.hash_value.register(Encoder)
 def _hash_encoder(obj: Encoder, *args: Any, **kwargs: Any) -> str:
-    return fingerprinting.hash_primitive(f"encoder:{obj.model_id}")
+    return fingerprinting.hash_primitive(f"encoder:{obj.embedder_id}")
 
 
 @fingerprinting.hash_value.register(BookStore)

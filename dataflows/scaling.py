@@ -201,6 +201,7 @@ class MemoEncoder:
     def __init__(self, encoder: Any, path: Path) -> None:
         self.encoder = encoder
         self.model_id: str = encoder.model_id
+        self.embedder_id: str = getattr(encoder, "embedder_id", encoder.model_id)
         self.path = path
         self.vectors: dict[str, np.ndarray] = {}
         self.fresh = 0
@@ -240,7 +241,13 @@ def bench_library(
     when reused)."""
     path = work_dir / f"library-{size}-{dtype}"
     marker = work_dir / f"library-{size}-{dtype}.json"
-    want = {"size": size, "dtype": dtype, "words": words, "model": encoder.model_id, "format": 1}
+    want = {
+        "size": size,
+        "dtype": dtype,
+        "words": words,
+        "model": getattr(encoder, "embedder_id", encoder.model_id),
+        "format": 1,
+    }
     if (
         marker.exists()
         and (path / "library.sqlite").exists()
@@ -313,7 +320,7 @@ def search_latencies(
     from folio.dataflows.config import load_config
     from folio.nodes.backends.encoder import load_encoder
 
-    encoder = load_encoder(load_config()["embedding_model"])
+    encoder = load_encoder(*(load_config()[k] for k in ("embedding_model", "encoder_precision")))
     libs = [Library(d) for d in library_dirs]
     vectors = [encoder.encode_query(q) for q in queries]
     for lib in libs:
@@ -632,7 +639,7 @@ def fairytaleqa_by_scalar_kind(
         }
         if dtype == dtypes[-1]:
             config = load_config(overrides={"search_k": 10})
-            encoder = load_encoder(config["embedding_model"])
+            encoder = load_encoder(config["embedding_model"], config.get("encoder_precision", "auto"))
             every = tuple(s.book_id for s in stores)
             out["exact_semantic"] = metrics(lib, partial(_exact_hits, lib=lib, encoder=encoder, every=every))
             out["book_scoped_hybrid"] = metrics(lib, partial(_scoped_hits, config=config))
@@ -761,7 +768,8 @@ def scaling_bench(
     work_dir.mkdir(parents=True, exist_ok=True)
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     config = load_config()
-    encoder = MemoEncoder(load_encoder(config["embedding_model"]), work_dir / "embeddings.npz")
+    inner = load_encoder(config["embedding_model"], config.get("encoder_precision", "auto"))
+    encoder = MemoEncoder(inner, work_dir / f"embeddings-{inner.precision}.npz")
     dtype = str(config["vector_dtype"])
     built: dict[str, Any] = {}
     libraries: dict[int, Path] = {}

@@ -35,7 +35,7 @@ def window_vectors(
     """
     texts = [w.text for w in windows]
     share = _chunk_shares(windows)
-    cached = embedding_cache.get_many(encoder.model_id, texts, encoder.dimension)
+    cached = embedding_cache.get_many(encoder.embedder_id, texts, encoder.dimension)
     missing = [i for i, vec in enumerate(cached) if vec is None]
     progress.add_total(round(sum(share)))
     progress.advance(sum(share[i] for i, vec in enumerate(cached) if vec is not None))
@@ -50,7 +50,7 @@ def window_vectors(
             lambda batch: progress.advance(sum(share[missing[j]] for j in batch)),
         )
         out[missing] = fresh
-        embedding_cache.set_many(encoder.model_id, [texts[i] for i in missing], fresh)
+        embedding_cache.set_many(encoder.embedder_id, [texts[i] for i in missing], fresh)
     return _readonly(out)
 
 

@@ -4,7 +4,8 @@ A module of its own so that each DAG holds only what its outputs need: the searc
 encoder for ``query_vector`` without the ingest-only window and chunk vectors of ``nodes.embedding``.
 
 Config keys: ``embedder`` (variant: ``sentence_transformers``), ``embedding_model`` (``minilm`` = the
-bundled all-MiniLM-L6-v2, ``BAAI/bge-small-en-v1.5``, or a local path).
+bundled all-MiniLM-L6-v2, ``BAAI/bge-small-en-v1.5``, or a local path), ``encoder_precision``
+(``auto`` | ``fp32`` | ``bf16``: see ``backends.encoder``).
 Limitations: CPU only here; the model is loaded once per process (``backends.encoder.load_encoder``)
 and never stored in the node cache (the registry marks ``encoder`` never cached).
 """
@@ -17,6 +18,8 @@ from folio.nodes.backends.encoder import Encoder, load_encoder
 
 
 @config.when(embedder="sentence_transformers")
-def encoder__sentence_transformers(embedding_model: str = "minilm") -> Encoder:
-    """The sentence-transformers model and tokenizer (loaded once per process)."""
-    return load_encoder(embedding_model)
+def encoder__sentence_transformers(
+    embedding_model: str = "minilm", encoder_precision: str = "auto"
+) -> Encoder:
+    """The sentence-transformers model and tokenizer (loaded once per process and precision)."""
+    return load_encoder(embedding_model, encoder_precision)

@@ -69,6 +69,7 @@ has happened."' is two), so a sentence may open a quotation that the next one cl
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -126,6 +127,8 @@ _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "es", "ed", "ly", "s")
 
 def fold(text: str) -> str:
     """Lower-case, strip accents, unify apostrophes: "Café Ahab’s" -> "cafe ahab's"."""
+    if text.isascii():  # nothing to decompose or unify
+        return text.lower()
     text = unicodedata.normalize("NFKD", text.replace("’", "'"))
     return "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
 
@@ -212,8 +215,10 @@ def stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=8192)
 def stems(text: str) -> frozenset[str]:
-    """Stems of the content words of ``text``."""
+    """Stems of the content words of ``text`` (memoised: the same chunks and sentences are stemmed by
+    every ask that retrieves them)."""
     return frozenset(stem(w) for w in content_words(text))
 
 

