@@ -31,16 +31,33 @@ HONORIFICS = {
 NOT_FOUND = "I could not find support for this in the books."
 
 
+def one_line(text: str) -> str:
+    """``text`` safe to print on one line: control characters escaped (``\\n``, ``\\x1b``), and the bytes of
+    a non-UTF-8 file name (surrogate escapes) shown as ``\\xNN``; printable text is unchanged."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        elif "\udc80" <= ch <= "\udcff":
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        else:
+            out.append(repr(ch)[1:-1])
+    return "".join(out)
+
+
 class FolioError(Exception):
     """A user-facing failure about one file or source: printed as one line by the CLI.
 
-    ``source`` names the file, book or server the failure concerns.
+    ``source`` names the file, book or server the failure concerns (kept as given); the message and
+    ``reason`` are ``one_line``: a file name with a newline or non-UTF-8 bytes cannot split or break it.
     """
 
     def __init__(self, source: str, reason: str) -> None:
-        super().__init__(f"{source}: {reason}")
         self.source = source
-        self.reason = reason
+        self.reason = one_line(str(reason))
+        super().__init__(f"{one_line(str(source))}: {self.reason}")
 
 
 @dataclass(frozen=True)
