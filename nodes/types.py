@@ -6,6 +6,7 @@ Offsets are character offsets into a chapter's text (``chapter.text[start:end]``
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections import defaultdict
 from collections.abc import Sequence
@@ -58,6 +59,35 @@ class FolioError(Exception):
         self.source = source
         self.reason = one_line(str(reason))
         super().__init__(f"{one_line(str(source))}: {self.reason}")
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A moment (``time.monotonic()`` seconds) by which some work must be done, ``seconds`` after it began.
+
+    One ``ask`` has one (``ask_deadline_seconds``): router, sources and answer together. A client
+    bounds each wait with ``bound(its own timeout)`` and stops when ``remaining()`` is 0.
+    """
+
+    at: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        """The deadline ``seconds`` from now."""
+        return cls(time.monotonic() + float(seconds), float(seconds))
+
+    def remaining(self) -> float:
+        """Seconds left (0.0 once passed)."""
+        return max(0.0, self.at - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+    def bound(self, timeout: float | None) -> float:
+        """``timeout`` cut to the time left (the time left when ``timeout`` is None)."""
+        left = self.remaining()
+        return left if timeout is None else min(float(timeout), left)
 
 
 @dataclass(frozen=True)

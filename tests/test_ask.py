@@ -173,3 +173,46 @@ def test_query_driver_builds_for_every_variant(overrides: dict) -> None:
 def test_agent_config_file_is_valid() -> None:
     cfg = ask_config(REPO_DIR / "configs" / "agent.yaml")
     assert (cfg["answer_mode"], cfg["llm"]) == ("agent", "openai")
+
+
+def test_ask_against_trickling_servers_returns_within_its_deadline_and_the_process_exits(
+    tmp_path: Path,
+) -> None:
+    """`folio ask` (the CLI's main, in a fresh process, warmed once on a dead URL so imports and driver
+    build are not timed) with a kiwix-serve and a SearXNG that trickle one header byte every 0.1 s."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.servers import TricklingHTTPServer, dead_url
+
+    deadline = 3.0
+    code = (
+        "import sys, time; from folio.dataflows.cli import main\n"
+        "question, lib, dead, slow = sys.argv[1:]\n"
+        "main(['ask', question, '--library', lib, '--kiwix-url', dead])\n"
+        "started = time.monotonic(); rc = main(['ask', question, '--library', lib, '--kiwix-url', slow])\n"
+        "print(f'ASK {time.monotonic() - started:.2f} {time.monotonic():.3f}', flush=True); sys.exit(rc)\n"
+    )
+    with TricklingHTTPServer(interval=0.1, gives_up_after=60.0) as server:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO_DIR),
+            "ASK_DEADLINE_SECONDS": str(deadline),
+            "SEARCH_MODE": "lexical",  # no model: the library is empty
+            "SEARXNG_URL": server.url,
+        }
+        question, library = "Why did the Beatles stop touring?", str(tmp_path / "lib")
+        out = subprocess.run(
+            [sys.executable, "-c", code, question, library, dead_url(), server.url],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=240,
+        )
+        exited = time.monotonic()
+    assert out.returncode == 0, out.stderr
+    seconds, printed = (float(v) for v in out.stdout.rsplit("ASK ", 1)[1].split())
+    assert seconds < deadline + 1.0
+    assert exited - printed < 5.0  # no worker thread holds the interpreter (it would for 60 s)
+    assert f"kiwix: {server.url}/catalog" in out.stdout and "(timeout)" in out.stdout
