@@ -49,8 +49,8 @@ Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is
 ``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
 ``fusion_timeout_seconds``, ``fusion_max_chars_per_source``, ``ask_deadline_seconds``, ``searxng_url``,
 ``searxng_timeout_seconds``, ``searxng_max_results``.
-Limitations: a Kiwix failure that raises (an unreachable kiwix-serve) fails the question; the Kiwix
-result ignores per-book Kiwix errors (a corrupt ZIM), as the other books still answer.
+Limitations: a Kiwix failure that raises fails the question; a per-book Kiwix error (a damaged ZIM, a
+kiwix-serve past its deadline) is a note ("kiwix: BOOK: reason") while the other books still answer.
 """
 
 from __future__ import annotations
@@ -251,17 +251,18 @@ def _fuse_results(
 
 def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     """A Kiwix result as fusion sources: one per book that answers (its passage, labelled "TITLE ›
-    SECTION", cited with the article's URL and section); one empty result when no book answers."""
+    SECTION", cited with the article's URL and section); one empty result when no book answers. The
+    books that could not be opened or searched (a damaged ZIM) are notes on each."""
     sections = result.context.sections
+    notes = tuple(f"kiwix: {book}: {reason}" for book, reason in result.errors)
     if not sections:
-        return (
-            SourceResult("kiwix", "kiwix", result.context.text or "no results found", (), None, result.query),
-        )
+        text = result.context.text or "no results found"
+        return (SourceResult("kiwix", "kiwix", text, (), None, result.query, notes),)
     out = []
     for s in sections:
         citation = Citation("kiwix", zim=s.source, path=s.path, title=s.title, url=s.url, section=s.section)
         label = f"{s.title} › {s.section}" if s.section else s.title
-        out.append(SourceResult("kiwix", label or "kiwix", s.text, (citation,), None, result.query))
+        out.append(SourceResult("kiwix", label or "kiwix", s.text, (citation,), None, result.query, notes))
     return tuple(out)
 
 

@@ -216,3 +216,26 @@ def test_ask_against_trickling_servers_returns_within_its_deadline_and_the_proce
     assert seconds < deadline + 1.0
     assert exited - printed < 5.0  # no worker thread holds the interpreter (it would for 60 s)
     assert f"kiwix: {server.url}/catalog" in out.stdout and "(timeout)" in out.stdout
+
+
+def test_ask_answers_from_the_good_zim_beside_a_damaged_one_with_a_note(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_backends_zim import RC_MINI, _damaged_zim
+
+    damaged = _damaged_zim(tmp_path, "damaged", "start")
+    question, good = "Who was Ray Charles?", str(ZIMS / f"{RC_MINI}.zim")
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "SEARCH_MODE": "lexical"}  # empty library: no model
+    args = ["ask", question, "--library", str(tmp_path / "lib"), "--zim", str(damaged), good]
+    out = subprocess.run(
+        [sys.executable, "-m", "folio.dataflows.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"zim://{RC_MINI}/A/Ray_Charles" in out.stdout
+    assert "note: kiwix: damaged: damaged ZIM archive (Data corruption detected)" in out.stdout

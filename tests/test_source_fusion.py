@@ -110,6 +110,19 @@ def test_each_kiwix_book_is_a_source_result_with_its_section_and_url() -> None:
     assert _kiwix_source_results(kiwix_result())[0].text == "no results found"
 
 
+def test_a_damaged_kiwix_book_is_a_note_while_the_others_answer() -> None:
+    import dataclasses
+
+    one = ContextSection("ray", "Ray Charles", "zim://ray/A/Ray", 20.0, WHALE, "A/Ray", "")
+    damaged = dataclasses.replace(
+        kiwix_result(one), errors=(("wp", "damaged ZIM archive (Data corruption detected)"),)
+    )
+    [result] = _kiwix_source_results(damaged)
+    assert result.text == WHALE
+    assert result.notes == ("kiwix: wp: damaged ZIM archive (Data corruption detected)",)
+    assert _kiwix_source_results(kiwix_result(one))[0].notes == ()
+
+
 def test_a_multi_book_kiwix_answer_has_one_level_of_headers_and_keeps_both_books() -> None:
     one = ContextSection("wiki", "Neon", "u1", 30.0, NEON * 3, "A/Neon", "")
     two = ContextSection("ray", "Sperm whale", "u2", 20.0, WHALE, "A/Whale", "Diet")
