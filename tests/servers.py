@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import pytest
@@ -293,7 +293,37 @@ class ScriptedLLMServer:
 # --- slow HTTP server -----------------------------------------------------------------------------
 
 
-class SlowHTTPServer:
+class _BackgroundServer:
+    """A ``ThreadingHTTPServer`` on a free 127.0.0.1 port, served by a daemon thread; ``url`` is its base
+    URL; a context manager that stops it."""
+
+    _server: ThreadingHTTPServer
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SlowHTTPServer(_BackgroundServer):
     """Answers every GET with ``200 <body>`` after ``delay`` seconds; ``url`` is its base URL."""
 
     def __init__(self, delay: float, body: str = "<feed></feed>") -> None:
@@ -317,30 +347,10 @@ class SlowHTTPServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> SlowHTTPServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._serve(Handler)
 
 
-class TricklingHTTPServer:
+class TricklingHTTPServer(_BackgroundServer):
     """Answers every GET with a header that never ends, one byte every ``interval`` seconds (each read
     of the client gets data, so a per-read timeout never fires); hangs up after ``gives_up_after``
     seconds, so it stops by itself. ``url`` is its base URL; ``hits`` counts the requests."""
@@ -368,27 +378,7 @@ class TricklingHTTPServer:
                     pass
                 self.close_connection = True
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> TricklingHTTPServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._serve(Handler)
 
 
 # --- Folio's own HTTP server (folio serve) ---------------------------------------------------------

@@ -194,7 +194,7 @@ def test_ask_against_trickling_servers_returns_within_its_deadline_and_the_proce
         "started = time.monotonic(); rc = main(['ask', question, '--library', lib, '--kiwix-url', slow])\n"
         "print(f'ASK {time.monotonic() - started:.2f} {time.monotonic():.3f}', flush=True); sys.exit(rc)\n"
     )
-    with TricklingHTTPServer(interval=0.1, gives_up_after=60.0) as server:
+    with TricklingHTTPServer(interval=0.1, gives_up_after=90.0) as server:
         env = {
             **os.environ,
             "PYTHONPATH": str(REPO_DIR),
@@ -214,7 +214,9 @@ def test_ask_against_trickling_servers_returns_within_its_deadline_and_the_proce
     assert out.returncode == 0, out.stderr
     seconds, printed = (float(v) for v in out.stdout.rsplit("ASK ", 1)[1].split())
     assert seconds < deadline + 1.0
-    assert exited - printed < 5.0  # no worker thread holds the interpreter (it would for 60 s)
+    # no worker thread holds the interpreter (a blocked one would for the server's 90 s); the margin is
+    # the interpreter's own teardown, measured at 1-5 s on the shared 2-core machine
+    assert exited - printed < 30.0
     assert f"kiwix: {server.url}/catalog" in out.stdout and "(timeout)" in out.stdout
 
 
