@@ -13,6 +13,7 @@ arguments every front (API, evaluation, experiments) accepts into a ``Library`` 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,17 +59,31 @@ def resolve_config(
 
 
 def book_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand folders into the book files below them (sorted); plain paths are kept as given."""
+    """Expand folders into the book files below them (sorted); plain paths are kept as given.
+
+    Inside a folder only regular files are taken (FIFOs, devices and sockets are left out), symlinked
+    folders are not entered, and a symlink whose target lies outside the folder is not followed.
+    """
     out: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser()
-        if path.is_dir():
-            out.extend(
-                sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in BOOK_SUFFIXES)
-            )
-        else:
-            out.append(path)
+        out.extend(_folder_books(path) if path.is_dir() else [path])
     return out
+
+
+def _folder_books(folder: Path) -> list[Path]:
+    """The book files below ``folder`` that stay inside it (see ``book_files``)."""
+    root = folder.resolve()
+    found: list[Path] = []
+    for directory, _, names in os.walk(folder):  # followlinks=False: symlinked folders are not entered
+        for name in names:
+            path = Path(directory) / name
+            if path.suffix.lower() not in BOOK_SUFFIXES or not path.is_file():
+                continue
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                continue
+            found.append(path)
+    return sorted(found)
 
 
 def ingest(

@@ -19,7 +19,9 @@ Only the variant switches (``folio.dataflows.config.switches``) reach ``with_con
 passed at execute time (``folio.dataflows.registry.settings_inputs``). ``ask`` opens the library once
 per process (stores, concept maps, encoder) and hands the graph the process-wide resources
 (``shared_resources``: the open ZIM archives or kiwix-serve client, the LLM connection) as Hamilton
-``overrides``, so a warm ``ask`` pays no load time.
+``overrides``, so a warm ``ask`` pays no load time. One ``ask`` has one total deadline
+(``ask_deadline_seconds``): a ``Deadline`` started just before the graph runs and made the active
+deadline of the run (``nodes.backends.deadlines``), which fusion and every HTTP client obey.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ from folio.dataflows.registry import driver_for, settings_inputs
 from folio.nodes import (
     source_fusion,
 )
+from folio.nodes.backends.deadlines import deadline_scope
 from folio.nodes.backends.tools import Session
-from folio.nodes.types import Answer, ConceptMap, FolioError
+from folio.nodes.types import Answer, ConceptMap, Deadline, FolioError
 
 KIWIX_VARIANTS = ("libzim", "http", "none")
 RESOURCES = ("kiwix_backend", "llm_connection")  # expensive: created once per process, handed in
@@ -205,7 +208,9 @@ def ask(
     }
     given = dict(overrides or {})
     resources = shared_resources(cfg, dr, [n for n in RESOURCES if n not in given])
-    result: Answer = dr.execute(["answer"], inputs=inputs, overrides={**resources, **given})["answer"]
+    deadline = Deadline.after(float(cfg.get("ask_deadline_seconds") or 60.0))
+    with deadline_scope(deadline):  # fusion and every HTTP request of this ask stop at its deadline
+        result: Answer = dr.execute(["answer"], inputs=inputs, overrides={**resources, **given})["answer"]
     if why and why != "search_mode is lexical" and stores:
         result = Answer(**{**result.__dict__, "notes": (*result.notes, f"encoder unavailable: {why}")})
     return result

@@ -133,5 +133,6 @@ ASSEMBLY_KEYS = frozenset(
         "searxng_url",  # the web and news sources of ``folio ask`` (dataflows.asking)
         "searxng_timeout_seconds",
         "searxng_max_results",
+        "ask_deadline_seconds",  # one ask's total deadline (dataflows.asking.ask, nodes.backends.deadlines)
     }
 )

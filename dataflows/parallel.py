@@ -283,7 +283,10 @@ def ingest_one_book(
     """
     if not os.environ.get("FOLIO_DEBUG"):  # a failure comes back as one line, not Hamilton's traceback log
         logging.getLogger("hamilton").setLevel(logging.CRITICAL)
-    staging = Library(library_path).new_staging_dir(Path(path).stem)
+    hint = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in Path(path).stem)  # any bytes
+    staging = Library(library_path).new_staging_dir(hint)
+    if not _is_utf8(path):  # Hamilton's cache fingerprints its inputs as UTF-8: this book runs uncached
+        cache_enabled = False
     try:
         cache_lib = Library(cache_library)
         dr = driver_for("ingest", config, cache_lib.path if cache_enabled else None)
@@ -308,6 +311,15 @@ def ingest_one_book(
         cache_executed=tuple(used["executed"]),
         cache_from_cache=tuple(used["from_cache"]),
     )
+
+
+def _is_utf8(path: str) -> bool:
+    """False for a file name with non-UTF-8 bytes (surrogate escapes)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def shared_metadata_store(library_path: str | Path) -> None:

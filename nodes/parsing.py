@@ -2,9 +2,19 @@
 
 Nodes: ``parsed_book(source_path)`` (dispatch by content: zip magic means EPUB, anything else is read as
 text) and ``manifest(parsed_book)`` (content-derived ids: ``book_id`` from the file's base name, title and
-author; ``chapter_id`` and ``content_hash`` from titles and texts). Config keys: none (``source_path`` is
-an input). Bad input (missing, directory, empty, binary, not UTF-8, no real text, truncated zip, zip
-that is not an EPUB, DRM) raises ``FolioError(path, reason)``.
+author; ``chapter_id`` and ``content_hash`` from titles and texts). Config keys: ``max_book_bytes``
+(default 200 MB: a larger file, or an EPUB whose contents unpack to more than ``ZIP_EXPANSION`` times
+that, is refused before it is read). Bad input (missing, directory, not a regular file, too large,
+empty, binary, not UTF-8, no real text, truncated zip, zip that is not an EPUB, DRM, XML entity
+declarations, empty spine) raises ``FolioError(path, reason)``.
+
+Reading is bounded: only a regular file is opened (a FIFO, device or socket is refused without opening
+it; the file is opened non-blocking and checked again on its descriptor), its size is checked before
+any byte is read, and at most ``max_book_bytes + 1`` bytes are read. An EPUB's XML documents (container,
+package, navigation and content documents) are refused when they declare entities (``<!ENTITY``): no
+entity expansion ("billion laughs") and no external entities; every lxml parser here also runs with
+``resolve_entities=False`` and ``no_network=True``. A file name of any bytes works: ids hash the name's
+bytes, and ``Manifest.source_file`` holds a non-UTF-8 name with its bad bytes escaped (``\\xNN``).
 
 Chapter text is plain text: one line per paragraph, paragraphs separated by exactly ``"\\n\\n"``,
 hard-wrapped lines joined with one space, whitespace runs collapsed, invisible format characters (soft
@@ -68,10 +78,13 @@ from __future__ import annotations
 
 import hashlib
 import html.entities
+import os
 import re
+import stat
 import unicodedata
 import warnings
 import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -85,11 +98,15 @@ from folio.nodes.types import Chapter, FolioError, Manifest, ParsedBook, RawChap
 # --- nodes -----------------------------------------------------------------------------------------
 
 
-def parsed_book(source_path: str) -> ParsedBook:
+MAX_BOOK_BYTES = 200_000_000  # configs/default.yaml's ``max_book_bytes``
+ZIP_EXPANSION = 4  # an EPUB's contents may unpack to at most this many times ``max_book_bytes``
+
+
+def parsed_book(source_path: str, max_book_bytes: int = MAX_BOOK_BYTES) -> ParsedBook:
     """The book at ``source_path`` parsed into chapters (EPUB by zip magic, else plain text)."""
-    data = _source_bytes(source_path)
+    data = _source_bytes(source_path, int(max_book_bytes))
     if _is_zip(data):
-        return _epub_book(source_path)
+        return _epub_book(source_path, int(max_book_bytes))
     if source_path.lower().endswith(".epub"):
         raise FolioError(source_path, "not an EPUB: the file is not a zip archive")
     return _text_book(source_path, data)
@@ -105,7 +122,7 @@ def manifest(parsed_book: ParsedBook) -> Manifest:
         title=parsed_book.title,
         author=parsed_book.author,
         language=parsed_book.language,
-        source_file=str(Path(parsed_book.source_path).resolve()),
+        source_file=_storable(str(Path(parsed_book.source_path).resolve())),
         format=parsed_book.format,
         content_hash=_content_hash(titles_texts),
         chapters=tuple(
@@ -129,7 +146,8 @@ def _slug(text: str) -> str:
 def _book_id(title: str, author: str, source_name: str) -> str:
     """``<slug(title)[:40]>-<sha1(file name, title, author)[:8]>`` (a trailing "-" of the cut slug
     dropped)."""
-    digest = hashlib.sha1(f"{source_name}\0{title}\0{author}".encode()).hexdigest()[:8]
+    key = f"{source_name}\0{title}\0{author}".encode("utf-8", "surrogateescape")
+    digest = hashlib.sha1(key).hexdigest()[:8]
     return f"{_slug(title)[:40].rstrip('-') or 'book'}-{digest}"
 
 
@@ -164,20 +182,73 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
 )
 
 
-def _source_bytes(source_path: str) -> bytes:
-    """The file's bytes, or a FolioError for a missing path, a directory or an empty file."""
-    path = Path(source_path)
-    if not path.exists():
-        raise FolioError(source_path, "no such file")
-    if path.is_dir():
-        raise FolioError(source_path, "is a directory, not a book file (give an .epub or .txt file)")
+def _storable(path: str) -> str:
+    """``path`` as valid UTF-8 text: the bytes of a non-UTF-8 file name escaped as ``\\xNN``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n < 10e6 else f"{n / 1e6:.0f} MB"
+
+
+def _file_kind(mode: int) -> str:
+    """What a non-regular file is, for the one-line refusal."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _source_bytes(source_path: str, max_bytes: int = MAX_BOOK_BYTES) -> bytes:
+    """The file's bytes, or a FolioError for a missing path, a directory, a FIFO/device/socket, a file
+    larger than ``max_bytes`` (checked before reading) or an empty file."""
     try:
-        data = path.read_bytes()
+        info = os.stat(source_path)
+    except FileNotFoundError:
+        raise FolioError(source_path, "no such file") from None
     except OSError as exc:
         raise FolioError(source_path, f"cannot read the file: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise FolioError(source_path, "is a directory, not a book file (give an .epub or .txt file)")
+    try:
+        fd = _regular_fd(source_path, info.st_mode)
+    except OSError as exc:
+        raise FolioError(source_path, f"cannot read the file: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > max_bytes:
+            raise FolioError(
+                source_path,
+                f"too large: {_megabytes(size)}, more than the {_megabytes(max_bytes)} limit"
+                " (max_book_bytes)",
+            )
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise FolioError(source_path, f"cannot read the file: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:  # it grew while being read
+        limit = _megabytes(max_bytes)
+        raise FolioError(source_path, f"too large: more than the {limit} limit (max_book_bytes)")
     if not data.strip():
         raise FolioError(source_path, "empty file" if not data else "empty file (only whitespace)")
     return data
+
+
+def _regular_fd(source_path: str, mode: int) -> int:
+    """A read-only descriptor of the regular file ``source_path`` (a FIFO, device or socket is refused
+    before it is opened; non-blocking open and a second check on the descriptor close the race)."""
+    if not stat.S_ISREG(mode):
+        raise FolioError(source_path, f"{_file_kind(mode)}, not a book file: only regular files are read")
+    fd = os.open(source_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise FolioError(source_path, f"{_file_kind(mode)}, not a book file: only regular files are read")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _is_zip(data: bytes) -> bool:
@@ -664,7 +735,7 @@ def _text_book(source_path: str, data: bytes) -> ParsedBook:
     text = _decoded_text(data, source_path).replace("\r\n", "\n").replace("\r", "\n")
     header, body = _gutenberg_split(text)
     meta = _gutenberg_metadata(header)
-    title = meta.get("title") or Path(source_path).stem
+    title = meta.get("title") or _storable(Path(source_path).stem)
     chapters = _checked_chapters(_book_chapters(_text_sections(body, title)), source_path)
     return ParsedBook(
         source_path=source_path,
@@ -682,17 +753,30 @@ _FONT_OBFUSCATION = frozenset({"http://www.idpf.org/2008/embedding", "http://ns.
 _FONT_SUFFIXES = (".otf", ".ttf", ".woff", ".woff2", ".eot")
 
 
-def _epub_container_problem(zf: zipfile.ZipFile) -> str | None:
-    """Why a zip cannot be read as a (DRM-free) EPUB, or None."""
+_XML_SUFFIXES = (".xml", ".opf", ".ncx", ".xhtml", ".html", ".htm", ".svg", ".smil")
+_ENTITY_DECLARATIONS = tuple("<!ENTITY".encode(codec) for codec in ("utf-8", "utf-16-le", "utf-16-be"))
+
+
+def _epub_container_problem(zf: zipfile.ZipFile, max_bytes: int = MAX_BOOK_BYTES) -> str | None:
+    """Why a zip cannot be read as a (DRM-free, bounded, entity-free) EPUB, or None."""
     names = set(zf.namelist())
     if "META-INF/container.xml" not in names:
         return "a zip archive but not an EPUB (no META-INF/container.xml)"
+    unpacked = sum(info.file_size for info in zf.infolist())
+    if unpacked > ZIP_EXPANSION * max_bytes:
+        return (
+            f"its contents unpack to {_megabytes(unpacked)}, more than {ZIP_EXPANSION} x the "
+            f"{_megabytes(max_bytes)} limit (max_book_bytes)"
+        )
     if "mimetype" in names:
         mimetype = zf.read("mimetype").decode("ascii", "replace").strip()
         if mimetype != "application/epub+zip":
             return f"a zip archive but not an EPUB (mimetype is {mimetype!r})"
     if "META-INF/rights.xml" in names:
         return "DRM-protected EPUB (META-INF/rights.xml); Folio reads only DRM-free books"
+    entities = _entity_document(zf)
+    if entities:
+        return f"refused: {entities!r} declares XML entities (<!ENTITY>); entity expansion is not allowed"
     if "META-INF/encryption.xml" in names and _encrypts_content(zf.read("META-INF/encryption.xml")):
         return "DRM-protected EPUB (META-INF/encryption.xml encrypts its content documents)"
     container = _xml_root(zf.read("META-INF/container.xml"))
@@ -705,6 +789,19 @@ def _epub_container_problem(zf: zipfile.ZipFile) -> str | None:
         return "not a valid EPUB: META-INF/container.xml names no OPF package document"
     if unquote(rootfile) not in names:
         return f"not a valid EPUB: the OPF package document {rootfile!r} is missing"
+    package = _xml_root(zf.read(unquote(rootfile)))
+    if package is None or not any(_local(el.tag) == "itemref" for el in package.iter()):
+        return f"not a valid EPUB: the spine of {rootfile!r} lists no documents (nothing to read)"
+    return None
+
+
+def _entity_document(zf: zipfile.ZipFile) -> str | None:
+    """The first XML document of the zip that declares an entity (``<!ENTITY``), or None."""
+    for info in zf.infolist():
+        if info.filename.lower().endswith(_XML_SUFFIXES):
+            data = zf.read(info)
+            if any(marker in data for marker in _ENTITY_DECLARATIONS):
+                return info.filename
     return None
 
 
@@ -975,18 +1072,18 @@ def _epub_metadata(book: Any, source_path: str) -> tuple[str, str, str]:
 
     titles, creators, languages = values("title"), values("creator"), values("language")
     return (
-        titles[0] if titles else Path(source_path).stem,
+        titles[0] if titles else _storable(Path(source_path).stem),
         " and ".join(dict.fromkeys(creators)) or "Unknown",
         languages[0] if languages else "und",
     )
 
 
-def _read_epub(source_path: str) -> Any:
+def _read_epub(source_path: str, max_bytes: int = MAX_BOOK_BYTES) -> Any:
     """ebooklib's book after the container checks; every failure is a FolioError."""
     try:
         with zipfile.ZipFile(source_path) as zf:
-            problem = _epub_container_problem(zf)
-    except (zipfile.BadZipFile, EOFError, OSError):
+            problem = _epub_container_problem(zf, max_bytes)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError):
         raise FolioError(source_path, "truncated or corrupt zip/EPUB archive") from None
     if problem:
         raise FolioError(source_path, problem)
@@ -996,7 +1093,7 @@ def _read_epub(source_path: str) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return epub.read_epub(source_path, options={"ignore_ncx": True})
-    except (zipfile.BadZipFile, EOFError, OSError):
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError):
         raise FolioError(source_path, "truncated or corrupt zip/EPUB archive") from None
     except KeyError as exc:
         raise FolioError(
@@ -1053,12 +1150,12 @@ def _epub_sections(book: Any, fallback_title: str) -> list[tuple[str, list[str]]
     return sections
 
 
-def _epub_book(source_path: str) -> ParsedBook:
-    book = _read_epub(source_path)
+def _epub_book(source_path: str, max_bytes: int = MAX_BOOK_BYTES) -> ParsedBook:
+    book = _read_epub(source_path, max_bytes)
     title, author, language = _epub_metadata(book, source_path)
     try:
         sections = _epub_sections(book, title)
-    except (zipfile.BadZipFile, EOFError, OSError):
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError):
         raise FolioError(source_path, "truncated or corrupt zip/EPUB archive") from None
     chapters = _checked_chapters(_book_chapters(sections), source_path)
     return ParsedBook(

@@ -19,9 +19,16 @@ as one question (their terms pooled), so each does not get its own article.
 
 Jobs: web and news run concurrently in the shared fusion pool (contextvars copied), submitted by
 ``pending_sources`` before the book flow and the Kiwix nodes run in the caller's thread;
-``fusion_timeout_seconds`` bounds the wait for them from the moment they are submitted: a straggler is
-abandoned (it keeps running) and a fast result survives. The Kiwix nodes are bounded by the backend's
-own timeouts (``kiwix_timeout_seconds`` for a kiwix-serve), not by the fusion timeout.
+``fusion_timeout_seconds`` bounds the wait for them from the moment they are submitted, and the ask's
+total deadline (the active deadline) bounds it too: a straggler is abandoned (it keeps running in a daemon
+thread, which never holds the process at exit) and a fast result survives. The Kiwix nodes are bounded
+by the backend's own timeouts (``kiwix_timeout_seconds`` for a kiwix-serve, an overall deadline per
+request) and by the ask's deadline (every HTTP request made under ``dataflows.asking.ask`` stops when it
+passes: ``nodes.backends.deadlines``), not by the fusion timeout.
+
+The ask's total deadline (``ask_deadline_seconds``, default 60) is not a node: ``dataflows.asking.ask``
+starts it before running the graph and makes it the active deadline of the run
+(``nodes.backends.deadlines.active_deadline()``), which ``source_results`` and every HTTP client obey.
 
 Fusion (``fused_context``): only successful, non-empty results are kept. Empty is judged on the whole
 result: blank, or nothing but a "no results" message (a ``LOOKS_EMPTY`` phrase, alone or followed by
@@ -40,10 +47,10 @@ section), so a multi-book Kiwix answer has one level of headers and each book is
 
 Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is then false and
 ``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
-``fusion_timeout_seconds``, ``fusion_max_chars_per_source``, ``searxng_url``,
+``fusion_timeout_seconds``, ``fusion_max_chars_per_source``, ``ask_deadline_seconds``, ``searxng_url``,
 ``searxng_timeout_seconds``, ``searxng_max_results``.
-Limitations: a Kiwix failure that raises (an unreachable kiwix-serve) fails the question; the Kiwix
-result ignores per-book Kiwix errors (a corrupt ZIM), as the other books still answer.
+Limitations: a Kiwix failure that raises fails the question; a per-book Kiwix error (a damaged ZIM, a
+kiwix-serve past its deadline) is a note ("kiwix: BOOK: reason") while the other books still answer.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from typing import Any
 
 from hamilton.function_modifiers import config, hamilton_exclude
 
+from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.backends.searxng import SearxngSource
 from folio.nodes.backends.tools import PendingJobs, shared_pool
 from folio.nodes.text import sentences as _sentence_spans
@@ -243,17 +251,18 @@ def _fuse_results(
 
 def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     """A Kiwix result as fusion sources: one per book that answers (its passage, labelled "TITLE ›
-    SECTION", cited with the article's URL and section); one empty result when no book answers."""
+    SECTION", cited with the article's URL and section); one empty result when no book answers. The
+    books that could not be opened or searched (a damaged ZIM) are notes on each."""
     sections = result.context.sections
+    notes = tuple(f"kiwix: {book}: {reason}" for book, reason in result.errors)
     if not sections:
-        return (
-            SourceResult("kiwix", "kiwix", result.context.text or "no results found", (), None, result.query),
-        )
+        text = result.context.text or "no results found"
+        return (SourceResult("kiwix", "kiwix", text, (), None, result.query, notes),)
     out = []
     for s in sections:
         citation = Citation("kiwix", zim=s.source, path=s.path, title=s.title, url=s.url, section=s.section)
         label = f"{s.title} › {s.section}" if s.section else s.title
-        out.append(SourceResult("kiwix", label or "kiwix", s.text, (citation,), None, result.query))
+        out.append(SourceResult("kiwix", label or "kiwix", s.text, (citation,), None, result.query, notes))
     return tuple(out)
 
 
@@ -367,8 +376,9 @@ def source_results(
     kiwix_results: tuple[SourceResult, ...],
     fusion_timeout_seconds: float | int = 15.0,
 ) -> tuple[SourceResult, ...]:
-    """The book and Kiwix results and the web/news results in by the deadline (the rest as errors)."""
-    done, failed = pending_sources.collect(float(fusion_timeout_seconds))
+    """The book and Kiwix results and the web/news results in by the fusion timeout or the active
+    deadline (the ask's), whichever comes first (the rest as errors)."""
+    done, failed = pending_sources.collect(float(fusion_timeout_seconds), active_deadline())
     out = [*book_results, *kiwix_results]
     for source, clause, result in done:
         out.append(

@@ -6,6 +6,7 @@ Offsets are character offsets into a chapter's text (``chapter.text[start:end]``
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections import defaultdict
 from collections.abc import Sequence
@@ -31,16 +32,62 @@ HONORIFICS = {
 NOT_FOUND = "I could not find support for this in the books."
 
 
+def one_line(text: str) -> str:
+    """``text`` safe to print on one line: control characters escaped (``\\n``, ``\\x1b``), and the bytes of
+    a non-UTF-8 file name (surrogate escapes) shown as ``\\xNN``; printable text is unchanged."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        elif "\udc80" <= ch <= "\udcff":
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        else:
+            out.append(repr(ch)[1:-1])
+    return "".join(out)
+
+
 class FolioError(Exception):
     """A user-facing failure about one file or source: printed as one line by the CLI.
 
-    ``source`` names the file, book or server the failure concerns.
+    ``source`` names the file, book or server the failure concerns (kept as given); the message and
+    ``reason`` are ``one_line``: a file name with a newline or non-UTF-8 bytes cannot split or break it.
     """
 
     def __init__(self, source: str, reason: str) -> None:
-        super().__init__(f"{source}: {reason}")
         self.source = source
-        self.reason = reason
+        self.reason = one_line(str(reason))
+        super().__init__(f"{one_line(str(source))}: {self.reason}")
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A moment (``time.monotonic()`` seconds) by which some work must be done, ``seconds`` after it began.
+
+    One ``ask`` has one (``ask_deadline_seconds``): router, sources and answer together. A client
+    bounds each wait with ``bound(its own timeout)`` and stops when ``remaining()`` is 0.
+    """
+
+    at: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        """The deadline ``seconds`` from now."""
+        return cls(time.monotonic() + float(seconds), float(seconds))
+
+    def remaining(self) -> float:
+        """Seconds left (0.0 once passed)."""
+        return max(0.0, self.at - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+    def bound(self, timeout: float | None) -> float:
+        """``timeout`` cut to the time left (the time left when ``timeout`` is None)."""
+        left = self.remaining()
+        return left if timeout is None else min(float(timeout), left)
 
 
 @dataclass(frozen=True)

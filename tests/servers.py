@@ -7,6 +7,8 @@ Every server listens on 127.0.0.1 on a free port and is a context manager; nothi
 - ``ScriptedLLMServer(script)``: ``/v1/chat/completions`` answers from a queue of ``Reply`` values and
   records every request body; ``/v1/models`` lists one model. ``url`` ends in ``/v1``.
 - ``SlowHTTPServer(delay)``: answers every GET after ``delay`` seconds (timeout tests).
+- ``TricklingHTTPServer(interval, gives_up_after)``: answers every GET one header byte per ``interval``
+  seconds, never finishing, and hangs up by itself after ``gives_up_after`` seconds (deadline tests).
 - ``dead_url()``: a URL on which nothing listens (connection refused).
 """
 
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import pytest
@@ -291,7 +293,37 @@ class ScriptedLLMServer:
 # --- slow HTTP server -----------------------------------------------------------------------------
 
 
-class SlowHTTPServer:
+class _BackgroundServer:
+    """A ``ThreadingHTTPServer`` on a free 127.0.0.1 port, served by a daemon thread; ``url`` is its base
+    URL; a context manager that stops it."""
+
+    _server: ThreadingHTTPServer
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SlowHTTPServer(_BackgroundServer):
     """Answers every GET with ``200 <body>`` after ``delay`` seconds; ``url`` is its base URL."""
 
     def __init__(self, delay: float, body: str = "<feed></feed>") -> None:
@@ -315,27 +347,38 @@ class SlowHTTPServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self._serve(Handler)
 
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
 
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+class TricklingHTTPServer(_BackgroundServer):
+    """Answers every GET with a header that never ends, one byte every ``interval`` seconds (each read
+    of the client gets data, so a per-read timeout never fires); hangs up after ``gives_up_after``
+    seconds, so it stops by itself. ``url`` is its base URL; ``hits`` counts the requests."""
 
-    def __enter__(self) -> SlowHTTPServer:
-        return self
+    def __init__(self, interval: float = 0.1, gives_up_after: float = 30.0) -> None:
+        self.hits = 0
+        outer = self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.hits += 1
+                stream = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Trickle: " + b"a" * 100_000
+                ends = time.monotonic() + gives_up_after
+                try:
+                    for byte in stream:
+                        if time.monotonic() > ends:
+                            break
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(interval)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
+
+        self._serve(Handler)
 
 
 # --- Folio's own HTTP server (folio serve) ---------------------------------------------------------

@@ -288,3 +288,15 @@ def test_a_server_that_is_not_kiwix_serve_is_a_folio_error() -> None:
 def test_parse_search_results_refuses_an_html_error_page() -> None:
     with pytest.raises(FolioError, match="not an RSS feed"):
         parse_search_results(b"<html><body><h1>Not Found</h1></body></html>", "http://x/search")
+
+
+def test_a_trickling_server_times_out_within_the_overall_deadline() -> None:
+    from tests.servers import TricklingHTTPServer
+
+    with TricklingHTTPServer(interval=0.1, gives_up_after=20.0) as server:
+        backend = KiwixHttpBackend(server.url, timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(FolioError, match=r"did not answer within 1\.0 s") as info:
+            backend.books()
+        assert time.monotonic() - started < 1.0 + 1.0
+        assert "\n" not in str(info.value) and info.value.source.startswith(server.url)

@@ -235,3 +235,73 @@ def test_two_files_with_the_same_book_name_keep_the_first(tmp_path: Path) -> Non
     zims = ZimBackend([zim_path(TONEDEAR), other])
     assert [b.location for b in zims.books()] == [str(zim_path(TONEDEAR))]
     assert "duplicate book name" in zims.errors[TONEDEAR].reason
+
+
+# --- a ZIM that opens but has a corrupt cluster ---------------------------------------------------
+
+
+def _damaged_zim(directory: Path, name: str, where: str) -> Path:
+    """A copy of the Wikipedia 100 ZIM with 64 bytes flipped inside its first compressed cluster:
+    ``where="middle"`` (its metadata still reads, part of its articles do not) or ``"start"``
+    (nothing compressed reads, the metadata included). Offsets come from the ZIM header."""
+    import struct
+
+    data = bytearray((ZIM_DIR / f"{WP100}.zim").read_bytes())
+    count, pointers = struct.unpack_from("<I", data, 28)[0], struct.unpack_from("<Q", data, 48)[0]
+    offsets = [struct.unpack_from("<Q", data, pointers + 8 * i)[0] for i in range(count)] + [len(data)]
+    compressed = [i for i in range(count) if data[offsets[i]] & 0x0F in (4, 5)]  # lzma (xz), zstd
+    assert compressed, "the archive has compressed clusters"
+    targets = compressed if where == "start" else compressed[:1]
+    for i in targets:
+        begin = offsets[i] + 40 if where == "start" else (offsets[i] + offsets[i + 1]) // 2
+        for j in range(begin, begin + 64):
+            data[j] ^= 0xFF
+    path = directory / f"{name}.zim"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _unreadable_article(path: Path) -> str:
+    archive = Archive(path)
+    for i in range(archive.entry_count):
+        entry = archive._get_entry_by_id(i)
+        if entry.is_redirect or not entry.get_item().mimetype.startswith("text/html"):
+            continue
+        try:
+            bytes(entry.get_item().content)
+        except RuntimeError:
+            return entry.path
+    raise AssertionError("no unreadable article: the damage missed")
+
+
+def test_a_corrupt_cluster_fails_that_article_with_a_folio_error_and_the_rest_still_answer(
+    tmp_path: Path,
+) -> None:
+    damaged = _damaged_zim(tmp_path, "damaged", "middle")
+    backend = ZimBackend([damaged, ZIM_DIR / f"{RC_MINI}.zim"])
+    assert [b.name for b in backend.books()] == ["damaged", RC_MINI]
+    bad = _unreadable_article(damaged)
+    with pytest.raises(FolioError) as info:
+        backend.article("damaged", bad)
+    assert str(info.value) == f"zim://damaged/{bad}: damaged ZIM archive (Data corruption detected)"
+    readable = [c.path for c in backend.suggest("damaged", "a", limit=100)]
+    assert readable and bad not in readable  # the damaged article is skipped, readable ones still come
+    assert backend.search(RC_MINI, "Georgia on My Mind", limit=3)
+
+
+def test_a_corrupt_cluster_under_the_metadata_fails_that_archive_at_open(tmp_path: Path) -> None:
+    damaged = _damaged_zim(tmp_path, "damaged", "start")
+    backend = ZimBackend([damaged, ZIM_DIR / f"{RC_MINI}.zim"])
+    assert [b.name for b in backend.books()] == [RC_MINI]
+    assert str(backend.errors["damaged"]) == f"{damaged}: damaged ZIM archive (Data corruption detected)"
+
+
+def test_folio_kiwix_answers_from_the_good_archive_beside_a_damaged_one(tmp_path: Path) -> None:
+    from tests.conftest import run_folio
+
+    damaged = _damaged_zim(tmp_path, "damaged", "start")
+    out = run_folio("kiwix", "Who was Ray Charles?", "--zim", str(damaged), str(ZIM_DIR / f"{RC_MINI}.zim"))
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    assert "damaged: damaged ZIM archive (Data corruption detected)" in out.stdout
+    assert f"zim://{RC_MINI}/A/Ray_Charles" in out.stdout

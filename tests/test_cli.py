@@ -59,3 +59,23 @@ def test_version_is_also_an_option_of_the_full_parser(capsys):
         build_parser().parse_args(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith("folio ")
+
+
+def test_ingest_refuses_a_fifo_a_device_and_a_newline_name_each_on_one_line(tmp_path):
+    import os
+    import time
+
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    odd = tmp_path / "odd\nname.txt"
+    odd.write_bytes(b"\x89PNG\r\n")
+    started = time.monotonic()
+    out = run_folio("ingest", str(fifo), "/dev/zero", str(odd), "--library", str(tmp_path / "lib"))
+    assert time.monotonic() - started < 90  # a FIFO or /dev/zero read would never end
+    assert out.returncode == 1
+    lines = [line for line in out.stderr.splitlines() if line.startswith("folio: ")]
+    assert lines == [
+        f"folio: {fifo}: a FIFO (named pipe), not a book file: only regular files are read",
+        "folio: /dev/zero: a device, not a book file: only regular files are read",
+        f"folio: {tmp_path}/odd\\nname.txt: not a text or EPUB file: looks like a PNG image",
+    ]

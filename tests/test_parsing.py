@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import os
 import re
+import time
 import zipfile
 from pathlib import Path
 
@@ -724,3 +726,128 @@ def test_ids_helpers_are_content_derived() -> None:
     ids = parsing._chapter_ids([("One", "text"), ("Two", "text"), ("One", "text"), ("One", "text")])
     assert ids[0] == ids[2][: len(ids[0])] and ids[2:] == [ids[0] + "-2", ids[0] + "-3"] and ids[1] != ids[0]
     assert parsing._content_hash([("a", "b")]) != parsing._content_hash([("a", "b"), ("c", "d")])
+
+
+# --- bounded reading: only regular files, size before reading, no XML entities, names of any bytes ------
+
+
+def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)  # nothing ever writes: reading it would block forever
+    started = time.monotonic()
+    _assert_folio_error(fifo, "FIFO", "only regular files")
+    assert time.monotonic() - started < 2
+
+
+def test_character_device_is_refused() -> None:
+    with pytest.raises(FolioError) as info:
+        parsed_book("/dev/zero")
+    assert info.value.reason == "a device, not a book file: only regular files are read"
+
+
+def test_huge_file_is_refused_by_size_before_it_is_read(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.txt"
+    with huge.open("wb") as f:  # sparse: 5 GB that take no disk and would take no memory to refuse
+        f.truncate(5_000_000_000)
+    started = time.process_time()
+    _assert_folio_error(huge, "too large: 5000 MB", "200 MB limit (max_book_bytes)")
+    assert time.process_time() - started < 1
+
+
+def test_max_book_bytes_setting_bounds_a_real_book() -> None:
+    size = ALICE_TXT.stat().st_size
+    with pytest.raises(FolioError, match="too large"):
+        parsed_book(str(ALICE_TXT), max_book_bytes=size - 1)
+    assert parsed_book(str(ALICE_TXT), max_book_bytes=size).chapters
+
+
+def test_epub_that_unpacks_far_beyond_the_limit_is_refused(tmp_path: Path) -> None:
+    files = {
+        "OEBPS/content.opf": _opf('<item id="a" href="a.xhtml" media-type="application/xhtml+xml"/>', ""),
+        "OEBPS/a.xhtml": _xhtml("<p>" + "a" * 2_000_000 + "</p>"),  # 2 MB deflates to a few KB
+    }
+    path = _write_zip(tmp_path / "bomb.epub", _epub_bytes(files))
+    assert path.stat().st_size < 100_000
+    with pytest.raises(FolioError, match=r"unpack to 2\.0 MB, more than 4 x the 0\.1 MB limit"):
+        parsed_book(str(path), max_book_bytes=100_000)
+
+
+def _entity_bomb_epub(path: Path, where: str) -> Path:
+    """A small EPUB whose ``where`` document declares a "billion laughs" entity expansion bomb."""
+    bomb = (
+        '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+        + "".join(
+            f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10)
+        )
+        + "]>"
+    )
+    story = "The fox ran over the hill and down to the river, where the water was cold and clear. " * 4
+    opf = _opf(
+        '<item id="one" href="one.xhtml" media-type="application/xhtml+xml"/>', '<itemref idref="one"/>'
+    )
+    xhtml = _xhtml(f"<h1>One</h1><p>{story} &lol9;</p>")
+    files = _epub_bytes({"OEBPS/content.opf": opf, "OEBPS/one.xhtml": xhtml})
+    if where == "opf":
+        files["OEBPS/content.opf"] = opf.replace('<?xml version="1.0"?>', bomb)
+    elif where == "container":
+        files["META-INF/container.xml"] = bomb + str(files["META-INF/container.xml"]).split("?>", 1)[1]
+    else:
+        files["OEBPS/one.xhtml"] = bomb + xhtml.split("?>", 1)[1]
+    return _write_zip(path, files)
+
+
+@pytest.mark.parametrize(
+    ("where", "name"),
+    [("container", "META-INF/container.xml"), ("opf", "OEBPS/content.opf"), ("xhtml", "OEBPS/one.xhtml")],
+)
+def test_entity_expansion_bomb_is_a_one_line_refusal(tmp_path: Path, where: str, name: str) -> None:
+    path = _entity_bomb_epub(tmp_path / "lol.epub", where)
+    _assert_folio_error(path, f"refused: '{name}' declares XML entities", "entity expansion is not allowed")
+
+
+def test_external_entity_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET")
+    opf = _opf(
+        '<item id="one" href="one.xhtml" media-type="application/xhtml+xml"/>', '<itemref idref="one"/>'
+    )
+    xhtml = (
+        f'<?xml version="1.0"?><!DOCTYPE html [<!ENTITY x SYSTEM "file://{secret}">]>'
+        + _xhtml("<p>&x; " + "The fox ran over the hill and down to the river. " * 20 + "</p>").split(
+            "?>", 1
+        )[1]
+    )
+    path = _write_zip(
+        tmp_path / "xxe.epub", _epub_bytes({"OEBPS/content.opf": opf, "OEBPS/one.xhtml": xhtml})
+    )
+    _assert_folio_error(path, "declares XML entities")
+
+
+def test_empty_spine_is_named_as_such(tmp_path: Path) -> None:
+    opf = _opf('<item id="one" href="one.xhtml" media-type="application/xhtml+xml"/>', "")
+    files = {"OEBPS/content.opf": opf, "OEBPS/one.xhtml": _xhtml("<p>Some text here.</p>")}
+    path = _write_zip(tmp_path / "nospine.epub", _epub_bytes(files))
+    _assert_folio_error(path, "the spine of 'OEBPS/content.opf' lists no documents")
+
+
+def test_newline_in_a_file_name_keeps_the_error_on_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad\nname.txt"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
+    with pytest.raises(FolioError) as info:
+        parsed_book(str(path))
+    assert info.value.source == str(path)
+    assert str(info.value) == f"{tmp_path}/bad\\nname.txt: not a text or EPUB file: looks like a PNG image"
+
+
+def test_valid_book_under_a_non_utf8_name_is_read(tmp_path: Path) -> None:
+    raw = os.fsencode(tmp_path) + b"/alice-\xff\xfe.txt"
+    with open(raw, "wb") as f:
+        f.write(ALICE_TXT.read_bytes())
+    name = os.fsdecode(raw)  # the surrogate-escaped str a directory listing gives
+    book = manifest(parsed_book(name))
+    assert book.title == manifest(parsed_book(str(ALICE_TXT))).title
+    assert book.source_file.endswith("/alice-\\xff\\xfe.txt")
+    book.source_file.encode("utf-8")  # storable and printable: no surrogates left
+    with pytest.raises(FolioError) as info:
+        parsed_book(name, max_book_bytes=10)
+    assert str(info.value).startswith(f"{tmp_path}/alice-\\xff\\xfe.txt: too large")

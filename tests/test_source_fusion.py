@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from folio.nodes.backends.searxng import SearxngSource
 from folio.nodes.backends.tools import PendingJobs, shared_pool
 from folio.nodes.source_fusion import (
     NO_RESULTS,
@@ -27,6 +28,7 @@ from folio.nodes.source_fusion import (
 from folio.nodes.types import (
     Citation,
     ContextSection,
+    Deadline,
     FolioError,
     KiwixContext,
     KiwixResult,
@@ -106,6 +108,19 @@ def test_each_kiwix_book_is_a_source_result_with_its_section_and_url() -> None:
         Citation("kiwix", zim="wiki", path="A/Neon", title="Neon", url="zim://wiki/A/Neon", section="Uses"),
     )
     assert _kiwix_source_results(kiwix_result())[0].text == "no results found"
+
+
+def test_a_damaged_kiwix_book_is_a_note_while_the_others_answer() -> None:
+    import dataclasses
+
+    one = ContextSection("ray", "Ray Charles", "zim://ray/A/Ray", 20.0, WHALE, "A/Ray", "")
+    damaged = dataclasses.replace(
+        kiwix_result(one), errors=(("wp", "damaged ZIM archive (Data corruption detected)"),)
+    )
+    [result] = _kiwix_source_results(damaged)
+    assert result.text == WHALE
+    assert result.notes == ("kiwix: wp: damaged ZIM archive (Data corruption detected)",)
+    assert _kiwix_source_results(kiwix_result(one))[0].notes == ()
 
 
 def test_a_multi_book_kiwix_answer_has_one_level_of_headers_and_keeps_both_books() -> None:
@@ -263,6 +278,43 @@ def test_failing_source_becomes_a_note_and_others_answer() -> None:
 
 def test_shared_pool_is_one_long_lived_pool() -> None:
     assert shared_pool(12) is shared_pool(12)
+
+
+def test_the_ask_deadline_cuts_the_wait_before_the_fusion_timeout() -> None:
+    release = threading.Event()
+    pending = PendingJobs(shared_pool(12), [("web", "q", lambda c: release.wait(5.0))])
+    started = time.monotonic()
+    done, failed = pending.collect(10.0, Deadline.after(0.3))
+    release.set()
+    assert time.monotonic() - started < 0.3 + 0.5
+    assert (done, failed) == ([], [("web", "q", "the ask's deadline of 0.3 s passed")])
+
+
+def test_an_abandoned_source_job_does_not_keep_the_process_alive() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import time; from folio.nodes.backends.tools import PendingJobs, shared_pool;"
+        "p = PendingJobs(shared_pool(12), [('web', 'q', lambda c: time.sleep(600))]);"
+        "print(p.collect(0.2)[1])"
+    )
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[('web', 'q', 'timed out after 0.2 s')]"
+    assert time.monotonic() - started < 60  # a ThreadPoolExecutor would join its worker for 600 s
+
+
+def test_a_trickling_searxng_fails_within_its_overall_deadline() -> None:
+    from tests.servers import TricklingHTTPServer
+
+    with TricklingHTTPServer(interval=0.1, gives_up_after=20.0) as server:
+        source = SearxngSource(server.url, "web", timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(FolioError, match=r"no answer within 1\.0 s"):
+            source.search("neon")
+        assert time.monotonic() - started < 1.0 + 1.0
 
 
 def _searxng_server(body: dict, status: int = 200):

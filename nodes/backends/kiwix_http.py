@@ -14,6 +14,10 @@ URL is ``/B/PATH`` (``/content/B/PATH`` from 3.4), so browse URLs come from the 
 link; ``/raw`` answers a redirect entry with a 302 to the target's browse URL; the catalog entry's
 ``<name>`` may be empty, so a book's name is taken from that link.
 
+Every request has an overall deadline of ``kiwix_timeout_seconds`` (connect and every read together,
+``nodes.backends.deadlines``), nested in the active one (an ``ask``'s total deadline): a server that
+trickles cannot hold a call longer.
+
 Limitations: one HTTP request per candidate (the article is read to build its excerpt); the catalog has
 no ``Source`` metadata, so ``is_wikipedia`` looks at Name, Title and Creator only; an article read
 directly (not found by search/suggest first) takes its title from the page's ``<title>``.
@@ -25,6 +29,7 @@ import html
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,8 +39,9 @@ import httpx
 import lxml.etree
 
 from folio.nodes.backends import mentions_wikipedia
+from folio.nodes.backends.deadlines import deadline_client, deadline_scope
 from folio.nodes.backends.html_text import PageText, clean_title, excerpt, page_text
-from folio.nodes.types import Article, Candidate, FolioError, KiwixBook
+from folio.nodes.types import Article, Candidate, Deadline, FolioError, KiwixBook
 
 MAX_REDIRECTS = 10
 MAX_PAGE_LENGTH = 140  # kiwix-serve caps a search page at 140 results
@@ -154,7 +160,7 @@ class KiwixHttpBackend:
 
     Args:
         base_url: the server's root URL, e.g. ``http://127.0.0.1:8080`` (with any ``--urlRootLocation``).
-        timeout: seconds to wait for each HTTP answer.
+        timeout: seconds one HTTP request may take in all (connect and every read).
         client: an ``httpx.Client`` to use instead of a new one (tests).
     """
 
@@ -163,7 +169,7 @@ class KiwixHttpBackend:
         self.timeout = timeout
         self._base_path = urlsplit(self.base_url).path.rstrip("/")
         self._origin = _origin(self.base_url)
-        self._client = client or httpx.Client(timeout=timeout, follow_redirects=False)
+        self._client = client or deadline_client(timeout=timeout, follow_redirects=False)
         self._catalog: dict[str, CatalogEntry] | None = None
         self._titles: dict[tuple[str, str], str] = {}
         self._pages: OrderedDict[tuple[str, str], _Fetched] = OrderedDict()
@@ -246,10 +252,13 @@ class KiwixHttpBackend:
         return response
 
     def _request(self, url: str) -> httpx.Response:
+        started = time.monotonic()
         try:
-            return self._client.get(url, timeout=self.timeout)
+            with deadline_scope(Deadline.after(self.timeout)):
+                return self._client.get(url, timeout=self.timeout)
         except httpx.TimeoutException:
-            raise FolioError(url, f"kiwix-serve did not answer within {self.timeout:g} s (timeout)") from None
+            waited = time.monotonic() - started
+            raise FolioError(url, f"kiwix-serve did not answer within {waited:.1f} s (timeout)") from None
         except httpx.ConnectError as exc:
             raise FolioError(url, f"cannot connect to kiwix-serve ({_reason(exc)})") from None
         except httpx.HTTPError as exc:

@@ -7,14 +7,19 @@ The instance must allow the JSON format (``search.formats: [html, json]`` in its
 
 Config keys (read by ``nodes/source_fusion.py::web_sources``): ``searxng_url``, ``searxng_timeout_seconds``,
 ``searxng_max_results``.
+Each search has an overall deadline of ``searxng_timeout_seconds`` (connect and every read together,
+``nodes.backends.deadlines``), nested in the active one (an ``ask``'s total deadline).
 Limitations: one page of results; snippets are the engines' own, not the pages' text.
 """
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
-from folio.nodes.types import Citation, FolioError, SourceResult
+from folio.nodes.backends.deadlines import deadline_client, deadline_scope
+from folio.nodes.types import Citation, Deadline, FolioError, SourceResult
 
 SOURCE_CATEGORIES = {"web": "general", "news": "news"}
 
@@ -25,7 +30,7 @@ class SearxngSource:
     Args:
         base_url: the instance root, e.g. ``http://127.0.0.1:8888``.
         source: ``web`` or ``news``.
-        timeout: seconds to wait for the answer.
+        timeout: seconds one search may take in all (connect and every read).
         max_results: results kept.
         client: an ``httpx.Client`` to use (tests).
     """
@@ -44,16 +49,18 @@ class SearxngSource:
         self.source = source
         self.timeout = float(timeout)
         self.max_results = int(max_results)
-        self._client = client or httpx.Client(timeout=self.timeout)
+        self._client = client or deadline_client(timeout=self.timeout)
 
     def search(self, query: str) -> list[dict[str, str]]:
         """The instance's results for ``query``: dicts with title, url and content."""
         url = f"{self.base_url}/search"
         params = {"q": query, "format": "json", "categories": SOURCE_CATEGORIES[self.source]}
+        started = time.monotonic()
         try:
-            response = self._client.get(url, params=params, timeout=self.timeout)
+            with deadline_scope(Deadline.after(self.timeout)):
+                response = self._client.get(url, params=params, timeout=self.timeout)
         except httpx.TimeoutException:
-            raise FolioError(url, f"no answer within {self.timeout:g} s") from None
+            raise FolioError(url, f"no answer within {time.monotonic() - started:.1f} s") from None
         except httpx.TransportError as exc:
             raise FolioError(url, f"cannot reach SearXNG ({exc or type(exc).__name__})") from None
         if response.status_code != 200:

@@ -18,7 +18,9 @@ Every tool call (cached or not) and every LLM request spends one unit of the ``T
 after the last unit is refused with ``BudgetExceeded``. A semantic search that cannot run (no encoder,
 a broken vector index or encoder) spends nothing. A ``Session`` caches concept-map lookups and
 search results for one conversation. ``shared_pool(size)`` is the one long-lived thread pool of a
-process for cross-source fusion.
+process for cross-source fusion: a ``DaemonPool`` of daemon threads, never joined, so a source job that
+fusion abandoned at its deadline never keeps the process from exiting (a ``ThreadPoolExecutor``'s
+workers are joined at interpreter exit).
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
+from queue import SimpleQueue
 from typing import Any
 
 from folio.nodes.backends.book_store import scopes
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.text import content_words, sentences
-from folio.nodes.types import ConceptMap, ConceptMatches, FolioError, Hit
+from folio.nodes.types import ConceptMap, ConceptMatches, Deadline, FolioError, Hit
 
 SECTION_CHUNKS = 8
 SUMMARY_SENTENCES = 3
@@ -112,16 +115,52 @@ class Session:
         return len(self._values)
 
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+class DaemonPool:
+    """``size`` daemon worker threads (started on the first ``submit``) running jobs in order of
+    submission; ``submit(fn, *args)`` gives a ``concurrent.futures.Future``. Never shut down or joined:
+    a job still running when the process exits dies with it."""
+
+    def __init__(self, size: int, name: str = "folio-fusion") -> None:
+        self.size = max(1, int(size))
+        self.name = name
+        self._jobs: SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = SimpleQueue()
+        self._started = False
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if not self._started:
+                for i in range(self.size):
+                    threading.Thread(target=self._work, name=f"{self.name}-{i}", daemon=True).start()
+                self._started = True
+        self._jobs.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to the waiting caller, as a ThreadPoolExecutor does
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            del future, fn, args
+
+
+_POOLS: dict[int, DaemonPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def shared_pool(size: int) -> ThreadPoolExecutor:
-    """The process-wide fusion thread pool of ``size`` workers (created once, never shut down)."""
+def shared_pool(size: int) -> DaemonPool:
+    """The process-wide fusion pool of ``size`` daemon workers (created once, never shut down)."""
     size = max(1, int(size))
     with _POOLS_LOCK:
         if size not in _POOLS:
-            _POOLS[size] = ThreadPoolExecutor(max_workers=size, thread_name_prefix="folio-fusion")
+            _POOLS[size] = DaemonPool(size)
         return _POOLS[size]
 
 
@@ -479,9 +518,7 @@ class PendingJobs:
     still running at the deadline is abandoned: it keeps running in the pool, and its result is dropped.
     """
 
-    def __init__(
-        self, pool: ThreadPoolExecutor, jobs: Sequence[tuple[str, str, Callable[[str], Any]]]
-    ) -> None:
+    def __init__(self, pool: DaemonPool, jobs: Sequence[tuple[str, str, Callable[[str], Any]]]) -> None:
         import contextvars
         import time
 
@@ -491,19 +528,24 @@ class PendingJobs:
             context = contextvars.copy_context()
             self.futures.append((source, clause, pool.submit(context.run, fn, clause)))
 
-    def collect(self, timeout: float) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, str]]]:
-        """(source, clause, result) of the jobs done by ``started + timeout``; (source, clause, why) of the
-        rest."""
+    def collect(
+        self, timeout: float, deadline: Deadline | None = None
+    ) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, str]]]:
+        """(source, clause, result) of the jobs done by ``started + timeout`` (or by ``deadline``, when
+        that is sooner); (source, clause, why) of the rest."""
         import time
         from concurrent.futures import wait
 
-        remaining = max(0.0, self.started + float(timeout) - time.monotonic())
-        wait([f for _, _, f in self.futures], timeout=remaining)
+        until = self.started + float(timeout)
+        why = f"timed out after {float(timeout):g} s"
+        if deadline is not None and deadline.at < until:
+            until, why = deadline.at, f"the ask's deadline of {deadline.seconds:g} s passed"
+        wait([f for _, _, f in self.futures], timeout=max(0.0, until - time.monotonic()))
         done: list[tuple[str, str, Any]] = []
         failed: list[tuple[str, str, str]] = []
         for source, clause, future in self.futures:
             if not future.done():
-                failed.append((source, clause, f"timed out after {float(timeout):g} s"))
+                failed.append((source, clause, why))
             elif future.exception() is not None:
                 exc = future.exception()
                 reason = exc.reason if isinstance(exc, FolioError) else f"{type(exc).__name__}: {exc}"

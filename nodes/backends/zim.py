@@ -4,6 +4,12 @@ A book is a ZIM file; its name is the file name without ``.zim``. Every archive 
 searchable; a missing, truncated or non-ZIM file becomes a ``FolioError`` kept in ``errors`` under its
 book name and raised only when that book is used, so the other books still work.
 
+A damaged archive that opens (a corrupt cluster: libzim raises ``RuntimeError`` such as "Unexpected
+lzma status" or "Data corruption detected" when an entry is read) fails only what it touches: metadata
+that cannot be read makes that book an error in ``errors`` at open; an article that cannot be read is a
+``FolioError`` naming it (``article``) or is skipped among search candidates (the search fails with
+that error only when no candidate could be read), so the other articles and books still answer.
+
 Limitations: full-text search needs the archive's Xapian index (``FolioError`` otherwise). Suggestions
 use the title index; an archive without one still gets libzim's title-order suggestions, and if those
 come back empty a prefix scan over the first ``TITLE_SCAN_LIMIT`` entries' titles.
@@ -64,6 +70,11 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
     except (RuntimeError, OSError) as exc:
         reason = str(exc).strip().rstrip(".") or type(exc).__name__
         raise FolioError(str(path), f"not a readable ZIM archive ({reason})") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """libzim's message on one line, without its trailing period."""
+    return " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
 
 
 def archive_metadata(archive: Archive, key: str) -> str:
@@ -152,10 +163,14 @@ class ZimBackend:
                 continue
             try:
                 archive = open_archive(path)
+                book = kiwix_book(archive, path)
             except FolioError as exc:
                 self.errors[name] = exc
                 continue
-            self._zims[name] = _Zim(archive, kiwix_book(archive, path))
+            except RuntimeError as exc:  # a corrupt cluster under the metadata
+                self.errors[name] = FolioError(str(path), f"damaged ZIM archive ({_reason(exc)})")
+                continue
+            self._zims[name] = _Zim(archive, book)
 
     def books(self) -> tuple[KiwixBook, ...]:
         """The books that opened, in the order given."""
@@ -199,11 +214,13 @@ class ZimBackend:
         url = f"zim://{book}/{path}"
         try:
             entry = resolve_redirects(zim.archive.get_entry_by_path(path))
+            mimetype = entry.get_item().mimetype
         except KeyError:
             raise FolioError(url, "no such article") from None
-        item = entry.get_item()
-        if not item.mimetype.startswith("text/html"):
-            raise FolioError(url, f"not an HTML article ({item.mimetype})")
+        except RuntimeError as exc:
+            raise FolioError(url, f"damaged ZIM archive ({_reason(exc)})") from None
+        if not mimetype.startswith("text/html"):
+            raise FolioError(url, f"not an HTML article ({mimetype})")
         page = self._page(book, entry)
         return Article(
             book=book,
@@ -243,17 +260,25 @@ class ZimBackend:
         for path in paths:
             try:
                 entry = resolve_redirects(archive.get_entry_by_path(path))
-            except (KeyError, FolioError):
+                html = entry.get_item().mimetype.startswith("text/html")
+            except (KeyError, FolioError, RuntimeError):
                 continue
-            if entry.path in seen or not entry.get_item().mimetype.startswith("text/html"):
+            if entry.path in seen or not html:
                 continue
             seen.add(entry.path)
             yield entry
 
     def _candidates(self, book: str, paths: Sequence[str], origin: str, limit: int) -> tuple[Candidate, ...]:
+        """Candidates for ``paths``; an article of a damaged archive is skipped (its error raised only
+        when no candidate could be read)."""
         out: list[Candidate] = []
+        damage: FolioError | None = None
         for entry in self._entries(book, paths):
-            page = self._page(book, entry)
+            try:
+                page = self._page(book, entry)
+            except FolioError as exc:
+                damage = damage or exc
+                continue
             out.append(
                 Candidate(
                     book=book,
@@ -266,6 +291,8 @@ class ZimBackend:
             )
             if len(out) >= limit:
                 break
+        if not out and damage is not None:
+            raise damage
         return tuple(out)
 
     def _page(self, book: str, entry: Entry) -> PageText:
@@ -274,7 +301,11 @@ class ZimBackend:
             if key in self._pages:
                 self._pages.move_to_end(key)
                 return self._pages[key]
-        page = page_text(bytes(entry.get_item().content), title=entry.title)
+        try:
+            content = bytes(entry.get_item().content)
+        except RuntimeError as exc:  # a corrupt cluster
+            raise FolioError(f"zim://{book}/{entry.path}", f"damaged ZIM archive ({_reason(exc)})") from None
+        page = page_text(content, title=entry.title)
         with self._pages_lock:
             self._pages[key] = page
             while len(self._pages) > PAGE_CACHE_SIZE:
