@@ -150,19 +150,31 @@ def cache_info(library_path: str | Path) -> dict[str, Any]:
         if not (directory / "cache.db").exists():
             continue
         try:  # read-only: a read-only library or a damaged cache is one line
-            con = sqlite3.connect(f"file:{directory / 'cache.db'}?mode=ro", uri=True, timeout=60)
-            try:
-                count, size = con.execute("SELECT count(*), coalesce(sum(size), 0) FROM Cache").fetchone()
-                pages = (
-                    con.execute("PRAGMA page_count").fetchone()[0]
-                    * con.execute("PRAGMA page_size").fetchone()[0]
-                )
-            finally:
-                con.close()
-        except sqlite3.Error as exc:
+            count, size = _cache_size(directory / "cache.db")
+        except sqlite3.OperationalError as exc:
+            raise FolioError(str(directory), f"cannot read the {name} ({exc})") from None
+        except sqlite3.DatabaseError as exc:
             raise damaged_cache(directory, name, exc) from None
-        info[key], info[f"{key}_bytes"] = int(count), int(pages) + int(size)  # diskcache's volume()
+        info[key], info[f"{key}_bytes"] = count, size
     return info
+
+
+def _cache_size(database: Path) -> tuple[int, int]:
+    """``(entries, bytes)`` of a diskcache database (its ``len`` and ``volume()``), read-only."""
+    try:
+        return _read_cache_size(f"file:{database}?mode=ro")
+    except sqlite3.OperationalError:  # a directory that cannot take SQLite's shared-memory file
+        return _read_cache_size(f"file:{database}?mode=ro&immutable=1")
+
+
+def _read_cache_size(uri: str) -> tuple[int, int]:
+    con = sqlite3.connect(uri, uri=True, timeout=60)
+    try:
+        count, size = con.execute("SELECT count(*), coalesce(sum(size), 0) FROM Cache").fetchone()
+        pages = con.execute("PRAGMA page_count").fetchone()[0] * con.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        con.close()
+    return int(count), int(pages) + int(size)
 
 
 def clear_cache(library_path: str | Path) -> None:
