@@ -99,14 +99,38 @@ def test_every_switch_variant_in_the_dags_is_an_allowed_value():
     modules = {m for dag in DAGS.values() for m in dag.modules}
     for module in modules:
         for call in ast.walk(ast.parse(inspect.getsource(module))):
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
-                if call.func.attr in ("when", "when_in") and getattr(call.func.value, "id", "") == "config":
-                    for keyword in call.keywords:
-                        value = ast.literal_eval(keyword.value)
-                        seen.setdefault(str(keyword.arg), set()).update(
-                            value if isinstance(value, list) else [value]
-                        )
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr in ("when", "when_in")
+                and getattr(call.func.value, "id", "") == "config"
+            ):
+                for keyword in call.keywords:
+                    value = ast.literal_eval(keyword.value)
+                    seen.setdefault(str(keyword.arg), set()).update(
+                        value if isinstance(value, list) else [value]
+                    )
     assert {"search_mode", "llm", "kiwix"} <= set(seen), seen
     for key, values in seen.items():
         assert key in SWITCHES
         assert values <= set(CHOICES[key]), (key, values - set(CHOICES[key]))
+
+
+def test_unknown_key_in_a_config_file_is_a_one_line_error(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("serch_mode: lexical\n")
+    with pytest.raises(FolioError, match="unknown config key"):
+        load_config(path, environ={})
+
+
+def test_invalid_yaml_names_the_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("a: [1, 2\n")
+    with pytest.raises(FolioError, match=r"broken\.yaml"):
+        load_config(path, environ={})
+
+
+def test_every_shipped_config_loads():
+    assert config_files(), "configs/ has no YAML files"
+    for path in config_files():
+        assert load_config(path, environ={})["embedder"]
