@@ -28,6 +28,7 @@ from folio.nodes.types import ConceptMatches, FolioError, Hit, StagedBook
 
 BOOK_SUFFIXES = (".epub", ".txt", ".text", ".md")
 SEARCH_MODES = ("lexical", "semantic", "hybrid", "bm25s", "dense_exact")  # the last two are baselines
+MAX_CHAPTERS = 10_000  # the most distinct chapters one search is restricted to
 
 
 @dataclass
@@ -52,9 +53,7 @@ def resolve_config(
 ) -> dict[str, Any]:
     """The full config: defaults ← ``config`` (a YAML file, or a mapping of keys) ← ``overrides``."""
     if isinstance(config, Mapping):
-        merged = load_config(None, overrides=dict(config))
-        merged.update(overrides)
-        return merged
+        return load_config(None, overrides={**config, **overrides})
     return load_config(config, overrides=overrides)
 
 
@@ -143,7 +142,9 @@ def search(
         raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
     chapter_ids = None
     if chapter is not None:
-        chapter_ids = (chapter,) if isinstance(chapter, str) else tuple(chapter)
+        chapter_ids = (chapter,) if isinstance(chapter, str) else tuple(dict.fromkeys(chapter))
+        if len(chapter_ids) > MAX_CHAPTERS:
+            raise FolioError("--chapter", f"at most {MAX_CHAPTERS:,} chapters (got {len(chapter_ids):,})")
     result = execute(
         "search",
         cfg,

@@ -24,6 +24,7 @@ maps (their JSON bytes).
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,10 @@ from hamilton.caching.stores.base import ResultStore, StoredResult
 from hamilton.caching.stores.sqlite import SQLiteMetadataStore
 
 from folio.nodes.backends.book_store import BookStore
-from folio.nodes.backends.embedding_cache import EmbeddingCache
+from folio.nodes.backends.embedding_cache import EmbeddingCache, damaged_cache
 from folio.nodes.backends.encoder import Encoder
 from folio.nodes.backends.progress import Progress
-from folio.nodes.types import ConceptMap
+from folio.nodes.types import ConceptMap, FolioError
 
 RESULTS = "results"
 # Objects handed to the DAG that must never be persisted (their fingerprints still version results).
@@ -122,27 +123,58 @@ def cache_dir(library_path: str | Path) -> Path:
 
 
 def stores(library_path: str | Path) -> tuple[SQLiteMetadataStore, DiskCacheResultStore]:
+    """The library's node-cache stores; a damaged one is a one-line ``FolioError`` naming it."""
     base = cache_dir(library_path)
-    base.mkdir(parents=True, exist_ok=True)
-    return SQLiteMetadataStore(
-        path=str(base / METADATA), connection_kwargs={"timeout": 60}
-    ), DiskCacheResultStore(base / RESULTS)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        return SQLiteMetadataStore(
+            path=str(base / METADATA), connection_kwargs={"timeout": 60}
+        ), DiskCacheResultStore(base / RESULTS)
+    except sqlite3.DatabaseError as exc:
+        raise damaged_cache(base, "node cache", exc) from None
+    except OSError as exc:
+        raise FolioError(str(base), f"cannot write the node cache ({exc.strerror or exc})") from None
 
 
 def cache_info(library_path: str | Path) -> dict[str, Any]:
-    """Sizes of the node-result cache and the per-window embedding cache."""
+    """Sizes of the node-result cache and the per-window embedding cache (read without writing)."""
     base = Path(library_path) / "cache"
     info: dict[str, Any] = {"library": str(Path(library_path)), "node_results": 0, "node_results_bytes": 0}
     results = cache_dir(library_path) / RESULTS
-    if results.exists():
-        with diskcache.Cache(str(results)) as c:
-            info["node_results"], info["node_results_bytes"] = len(c), int(c.volume())
-    embeddings = base / "embeddings"
     info["window_embeddings"], info["window_embeddings_bytes"] = 0, 0
-    if embeddings.exists():
-        with diskcache.Cache(str(embeddings)) as c:
-            info["window_embeddings"], info["window_embeddings_bytes"] = len(c), int(c.volume())
+    embeddings = base / "embeddings"
+    for directory, name, key in (
+        (results, "node cache", "node_results"),
+        (embeddings, "embedding cache", "window_embeddings"),
+    ):
+        if not (directory / "cache.db").exists():
+            continue
+        try:  # read-only: a read-only library or a damaged cache is one line
+            count, size = _cache_size(directory / "cache.db")
+        except sqlite3.OperationalError as exc:
+            raise FolioError(str(directory), f"cannot read the {name} ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            raise damaged_cache(directory, name, exc) from None
+        info[key], info[f"{key}_bytes"] = count, size
     return info
+
+
+def _cache_size(database: Path) -> tuple[int, int]:
+    """``(entries, bytes)`` of a diskcache database (its ``len`` and ``volume()``), read-only."""
+    try:
+        return _read_cache_size(f"file:{database}?mode=ro")
+    except sqlite3.OperationalError:  # a directory that cannot take SQLite's shared-memory file
+        return _read_cache_size(f"file:{database}?mode=ro&immutable=1")
+
+
+def _read_cache_size(uri: str) -> tuple[int, int]:
+    con = sqlite3.connect(uri, uri=True, timeout=60)
+    try:
+        count, size = con.execute("SELECT count(*), coalesce(sum(size), 0) FROM Cache").fetchone()
+        pages = con.execute("PRAGMA page_count").fetchone()[0] * con.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        con.close()
+    return int(count), int(pages) + int(size)
 
 
 def clear_cache(library_path: str | Path) -> None:

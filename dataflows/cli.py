@@ -1,6 +1,9 @@
-"""The ``folio`` command line: ingest, books, search, eval, viz, kiwix.
+"""The ``folio`` command line: ingest, books, search, eval, viz, kiwix, doctor.
 
-Every user-facing failure is one line on stderr (``folio: <file>: <reason>``) and a non-zero exit.
+Every user-facing failure is one line on stderr (``folio: <file>: <reason>``) and a non-zero exit:
+a bad argument (exit 2), a ``FolioError`` (1), an unexpected exception (``folio: internal error: ...``,
+1; ``FOLIO_DEBUG=1`` prints its traceback too), Ctrl-C (``folio: interrupted``, 130). Output cut off by
+its reader (``folio books | head``) ends quietly with 141, as a shell's SIGPIPE would.
 ``--library`` defaults to ``$FOLIO_LIBRARY``, else the per-user data directory.
 """
 
@@ -13,6 +16,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
+from typing import NoReturn
 
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -23,7 +27,68 @@ from folio.nodes.types import FolioError
 
 
 def _err(message: str) -> None:
-    print(f"folio: {message}", file=sys.stderr)
+    print(f"folio: {one_line(message)}", file=sys.stderr)
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line (newlines and other control characters shown escaped)."""
+    return "".join(c if c.isprintable() or c == " " else ascii(c)[1:-1] for c in message)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors as one line (``folio: <command>: <error>``), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("folio").strip()
+        _err(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
+        sys.exit(2)
+
+
+MAX_K = 10_000  # the most results one command asks for
+
+
+def count(text: str) -> int:
+    """A ``-k`` value: a whole number from 1 to ``MAX_K`` (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= MAX_K:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_K} (got {text})")
+    return value
+
+
+def checked_text_args(args: argparse.Namespace) -> None:
+    """Refuse a query or question that is not valid UTF-8 (bytes the shell passed undecoded)."""
+    for name in ("query", "question"):
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise FolioError(name, "not valid UTF-8 text") from None
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away: drop what is left unflushed, quietly (exit 141, as SIGPIPE)."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 141
+
+
+def _internal_error(exc: BaseException) -> int:
+    """An unexpected exception: one line (its traceback too under ``FOLIO_DEBUG=1``), exit 1."""
+    if os.environ.get("FOLIO_DEBUG"):
+        import traceback
+
+        traceback.print_exception(exc)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    hint = "" if os.environ.get("FOLIO_DEBUG") else " (FOLIO_DEBUG=1 shows the traceback)"
+    _err(f"internal error: {type(exc).__name__}: {text}{hint}")
+    return 1
 
 
 def _snippet(text: str, width: int = 220) -> str:
@@ -55,8 +120,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_books(args: argparse.Namespace) -> int:
     from folio.dataflows.api import books
+    from folio.dataflows.library import Library
 
     rows = books(args.library)
+    for book_id, problem in Library(args.library).damaged_books():  # the others are listed
+        _err(f"{book_id}: {problem}: run `folio doctor`, or `folio remove {book_id}`")
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -138,6 +206,27 @@ def cmd_cache(args: argparse.Namespace) -> int:
             f"window embeddings  {info['window_embeddings']} "
             f"({info['window_embeddings_bytes'] / 2**20:.1f} MiB)"
         )
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from folio.dataflows.doctor import examine, report_lines
+    from folio.dataflows.library import Library
+
+    checkup = examine(Library(args.library))
+    print("\n".join(report_lines(checkup)))
+    return 0 if checkup.healthy else 1
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    from folio.dataflows.library import Library
+
+    lib = Library(args.library)
+    damaged = dict(lib.damaged_books())
+    book_id = args.book if args.book in damaged else lib.resolve_book(args.book)
+    with lib.writer():
+        lib.remove(book_id)
+    print(f"removed {book_id}")
     return 0
 
 
@@ -260,7 +349,7 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     from folio.dataflows.api import SEARCH_MODES  # imports the drivers: kept out of `folio --version`
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="folio", description="Offline question answering over your books and Kiwix archives."
     )
     parser.add_argument("--version", action="version", version=_version())
@@ -290,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--book", default=None, help="book id (or unique prefix, or source file name)")
     p.add_argument("--chapter", action="append", default=None, help="chapter id (repeatable)")
     p.add_argument("--mode", choices=list(SEARCH_MODES), default=None)
-    p.add_argument("-k", type=int, default=None)
+    p.add_argument("-k", type=count, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
 
@@ -302,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("qa_file")
     library_opt(p)
     p.add_argument("--mode", choices=list(SEARCH_MODES), default=None)
-    p.add_argument("-k", type=int, default=10)
+    p.add_argument("-k", type=count, default=10)
     p.add_argument("--json", action="store_true")
     p.add_argument("--details", action="store_true", help="per-question rows")
     p.add_argument("--no-answers", action="store_true", help="retrieval metrics only (skip answering)")
@@ -314,11 +403,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cache)
 
+    p = sub.add_parser("doctor", help="verify every book, the indexes and the caches; repair what it can")
+    p.add_argument("--library", default=None)
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("remove", help="remove a book from the library")
+    p.add_argument("book", help="book id (or unique prefix, or source file name)")
+    p.add_argument("--library", default=None)
+    p.set_defaults(func=cmd_remove)
+
     p = sub.add_parser("concepts", help="look up entities, themes and events in a book's concept map")
     p.add_argument("query")
     p.add_argument("--book", default=None, help="book id (default: every book)")
     p.add_argument("--library", default=None)
-    p.add_argument("-k", type=int, default=10)
+    p.add_argument("-k", type=count, default=10)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_concepts)
 
@@ -386,23 +484,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
-        print(_version())  # answered before the full parser, which imports the API
-        return 0
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    # Hamilton logs a node's exception with a traceback; the CLI reports it as one line instead.
-    logging.getLogger("hamilton").setLevel(
-        logging.DEBUG if os.environ.get("FOLIO_DEBUG") else logging.CRITICAL
-    )
     try:
-        return int(args.func(args) or 0)
+        if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+            print(_version())  # answered before the full parser, which imports the API
+            return 0
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        # Hamilton logs a node's exception with a traceback; the CLI reports it as one line instead.
+        logging.getLogger("hamilton").setLevel(
+            logging.DEBUG if os.environ.get("FOLIO_DEBUG") else logging.CRITICAL
+        )
+        checked_text_args(args)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers
+        return code
     except FolioError as exc:
         _err(str(exc))
         return 1
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except BrokenPipeError:
+        return _broken_pipe()
+    except Exception as exc:  # the last resort: one line, never a traceback
+        return _internal_error(exc)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,8 @@ class Library:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_library()
+        if self.path.exists() and not self.path.is_dir():
+            raise FolioError(str(self.path), "not a directory: a library is a directory (--library DIR)")
         self.legacy_dir = self.path / "books"  # the earlier per-book format, upgraded on first open
         self.staging_dir = self.path / "staging"
         self.trash_dir = self.path / "trash"
@@ -206,9 +208,15 @@ class Library:
     def writer(self) -> Iterator[Library]:
         """Exclusive write access: takes the lock, recovers from any earlier crash, upgrades a
         per-book library."""
-        for d in (self.staging_dir, self.trash_dir, self.cache_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        with open(self.path / ".lock", "a+") as lock:
+        try:
+            for d in (self.staging_dir, self.trash_dir, self.cache_dir):
+                d.mkdir(parents=True, exist_ok=True)
+            lock = open(self.path / ".lock", "a+")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            raise FolioError(
+                str(self.path), f"cannot write to the library ({exc.strerror or exc}); nothing was changed"
+            ) from None
+        with lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -252,7 +260,7 @@ class Library:
 
     def remove(self, book_id: str) -> None:
         """Remove a book (under ``writer()``), in one transaction."""
-        if book_id not in self.book_ids():
+        if book_id not in self.book_ids() and book_id not in dict(self.damaged_books()):
             raise FolioError(book_id, "no such book in the library")
         shared_index(self.path, self._key).commit(remove=[book_id])
         self.sync_catalog()
@@ -269,9 +277,14 @@ class Library:
         import duckdb
 
         books = {b["book_id"]: b for b in self.descriptors()}
-        con = duckdb.connect(str(self.catalog_path))
         try:
+            con = duckdb.connect(str(self.catalog_path))
             con.execute(CATALOG_SCHEMA)
+        except duckdb.Error:  # a damaged catalog: it is derived data, rebuilt from library.sqlite
+            self.drop_catalog()
+            con = duckdb.connect(str(self.catalog_path))
+            con.execute(CATALOG_SCHEMA)
+        try:
             have = dict(
                 con.execute(
                     "SELECT book_id, content_hash || '|' || embedding_model || '|' || chunk_tokens FROM books"
@@ -321,6 +334,18 @@ class Library:
             con.execute("COMMIT")
         finally:
             con.close()
+
+    def damaged_books(self) -> list[tuple[str, str]]:
+        """``(book id, problem)`` of the books whose stored descriptor cannot be read (left out of
+        ``descriptors``; ``folio doctor`` names the fix)."""
+        if not self.exists():
+            return []
+        return list(self.index.damaged_books())
+
+    def drop_catalog(self) -> None:
+        """Delete the catalog (and its write-ahead log); the next ``sync_catalog`` writes it anew."""
+        for path in (self.catalog_path, self.catalog_path.with_name(self.catalog_path.name + ".wal")):
+            path.unlink(missing_ok=True)
 
     def books(self) -> list[dict[str, Any]]:
         """Catalog rows: id, title, author, chapters, chunks per book (from the library index)."""
@@ -373,9 +398,15 @@ class Library:
         return view
 
     def concept_map(self, book_id: str) -> ConceptMap | None:
-        """The book's concept map, or None when the book has none."""
+        """The book's concept map, or None when the book has none or its stored map is damaged (the
+        book still answers without it; ``folio doctor`` reports it)."""
         raw = self.index.concept_map(book_id)
-        return ConceptMap.from_json(raw) if raw is not None else None
+        if raw is None:
+            return None
+        try:
+            return ConceptMap.from_json(raw)
+        except FolioError:
+            return None
 
     def stores(self, book_ids: list[str] | None = None) -> list[BookStore]:
         """The views of ``book_ids`` (None: every book, by title)."""

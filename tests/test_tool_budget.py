@@ -12,6 +12,9 @@ class BrokenIndex:
     def descriptors(self) -> tuple[dict, ...]:
         return ({"book_id": "b"},)
 
+    def damaged_books(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
     def semantic(self, vector: object, k: int, ids: object, chapters: object) -> tuple:
         raise RuntimeError("vector index is corrupt")
 

@@ -91,6 +91,36 @@ _CHUNK_COLUMNS = (
 )
 
 
+DAMAGED = (
+    "damaged library database ({}): run `folio doctor`; if it stays damaged, move it away and "
+    "`folio ingest` the books again"
+)
+DESCRIPTOR_KEYS = {"book_id": str, "title": str, "author": str, "source_file": str, "chapters": list}
+DESCRIPTOR_COUNTS = ("n_chunks", "n_windows")
+
+
+def descriptor_problem(book_id: str, raw: str | bytes) -> str | None:
+    """Why a book's stored descriptor (JSON) cannot be read, or None when it can."""
+    try:
+        descriptor = json.loads(raw)
+    except (ValueError, TypeError) as exc:
+        return f"its descriptor is not JSON ({exc})"
+    if not isinstance(descriptor, dict):
+        return "its descriptor is not a JSON object"
+    for key, kind in DESCRIPTOR_KEYS.items():
+        if not isinstance(descriptor.get(key), kind):
+            return f"its descriptor has no valid {key!r}"
+    for key in DESCRIPTOR_COUNTS:
+        value = descriptor.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"its descriptor has no valid {key!r}"
+    if descriptor["book_id"] != book_id:
+        return f"its descriptor names another book ({descriptor['book_id']!r})"
+    if not all(isinstance(c, dict) and {"chapter_id", "title"} <= set(c) for c in descriptor["chapters"]):
+        return "its descriptor has a chapter without id or title"
+    return None
+
+
 def checkpoint(step: str) -> None:
     """A named step of a write (``commit``); does nothing. Crash tests replace it to kill the process
     at that step."""
@@ -213,7 +243,7 @@ class LibraryIndex:
         self._cache_bytes = 0
         self._by_generation: dict[str, tuple[int, Any]] = {}
         self.directory.mkdir(parents=True, exist_ok=True)
-        with self._lock:
+        with self._lock, self.database_errors():
             conn = self._conn()
             conn.execute("PRAGMA journal_mode=WAL")
             with conn:
@@ -235,7 +265,8 @@ class LibraryIndex:
             except apsw.Error as exc:
                 raise FolioError(str(self.path), f"cannot open the library database ({exc})") from None
             conn.set_busy_timeout(60_000)
-            conn.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;")
+            with self.database_errors():
+                conn.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;")
             conn.register_fts5_function("scoped_bm25", _scoped_bm25)  # type: ignore[arg-type]
             self._local.conn = conn
             with self._lock:
@@ -246,17 +277,28 @@ class LibraryIndex:
         return conn
 
     @contextmanager
+    def database_errors(self) -> Iterator[None]:
+        """SQLite's "malformed" / "not a database" errors as one ``FolioError`` naming the database."""
+        import apsw
+
+        try:
+            yield
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            raise FolioError(str(self.path), DAMAGED.format(exc)) from None
+
+    @contextmanager
     def _reading(self) -> Iterator[Any]:
         """A connection inside one read transaction (a consistent snapshot)."""
         conn = self._conn()
         if conn.in_transaction:
             yield conn
             return
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+        with self.database_errors():
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
 
     def close(self) -> None:
         """Close every connection and drop the HNSW view (idempotent; a later query opens anew)."""
@@ -301,15 +343,52 @@ class LibraryIndex:
         return self.directory / f"vectors-{generation}.usearch"
 
     # --- books ---------------------------------------------------------------------------------
-    def descriptors(self) -> tuple[dict[str, Any], ...]:
-        """Every book's descriptor, sorted by title then id (cached per generation)."""
+    def _books(self) -> tuple[tuple[dict[str, Any], ...], tuple[tuple[str, str], ...]]:
+        """``(readable descriptors sorted by title then id, (book id, problem) of the damaged ones)``,
+        cached per generation."""
 
-        def make(conn: Any) -> tuple[dict[str, Any], ...]:
-            rows = [json.loads(d) for (d,) in conn.execute("SELECT descriptor FROM books")]
-            return tuple(sorted(rows, key=lambda b: (b["title"].lower(), b["book_id"])))
+        def make(conn: Any) -> tuple[tuple[dict[str, Any], ...], tuple[tuple[str, str], ...]]:
+            rows, damaged = [], []
+            for book_id, raw in conn.execute("SELECT book_id, descriptor FROM books ORDER BY book_id"):
+                problem = descriptor_problem(book_id, raw)
+                if problem is None:
+                    rows.append(json.loads(raw))
+                else:
+                    damaged.append((book_id, problem))
+            ordered = tuple(sorted(rows, key=lambda b: (b["title"].lower(), b["book_id"])))
+            return ordered, tuple(damaged)
 
         with self._reading() as conn:
-            return self._cached(conn, "descriptors", make)
+            return self._cached(conn, "books", make)
+
+    def descriptors(self) -> tuple[dict[str, Any], ...]:
+        """Every readable book's descriptor, sorted by title then id (cached per generation); a book
+        whose descriptor is damaged is left out (``damaged_books``), never failing the others."""
+        return self._books()[0]
+
+    def damaged_books(self) -> tuple[tuple[str, str], ...]:
+        """``(book id, problem)`` of the books whose stored descriptor cannot be read."""
+        return self._books()[1]
+
+    def book_counts(self) -> dict[str, tuple[int, int, int]]:
+        """Per book id: ``(chunks, windows, windows whose vector is not the library's size)``."""
+        with self._reading() as conn:
+            ndim = int(self._meta(conn).get("ndim") or 0)
+            counts = {
+                b: [n, 0, 0] for b, n in conn.execute("SELECT book_id, count(*) FROM chunks GROUP BY 1")
+            }
+            for book_id, n, bad in conn.execute(
+                "SELECT book_id, count(*), sum(length(vector) != ?) FROM windows GROUP BY 1", (4 * ndim,)
+            ):
+                counts.setdefault(book_id, [0, 0, 0])[1:] = [n, int(bad or 0) if ndim else 0]
+            for (book_id,) in conn.execute("SELECT book_id FROM books"):
+                counts.setdefault(book_id, [0, 0, 0])
+        return {b: (c[0], c[1], c[2]) for b, c in counts.items()}
+
+    def rebuild_lexical(self) -> None:
+        """Rebuild the FTS5 index from the chunks (a damaged lexical index)."""
+        with self.database_errors():
+            self._conn().execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
 
     def concept_map(self, book_id: str) -> bytes | None:
         with self._reading() as conn:
@@ -958,15 +1037,22 @@ class LibraryIndex:
             self._hnsw = None
         return len(keys)
 
-    def check(self) -> list[str]:
-        """Problems found (empty when whole): FTS5 integrity, counts against descriptors, the HNSW."""
-        problems: list[str] = []
+    def lexical_problem(self) -> str | None:
+        """Why the FTS5 index does not match the chunks (its ``integrity-check``), or None."""
         import apsw
 
         try:
             self._conn().execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
         except apsw.Error as exc:
-            problems.append(f"lexical index: {exc}")
+            return str(exc)
+        return None
+
+    def check(self) -> list[str]:
+        """Problems found (empty when whole): FTS5 integrity, counts against descriptors, the HNSW."""
+        problems: list[str] = []
+        lexical = self.lexical_problem()
+        if lexical is not None:
+            problems.append(f"lexical index: {lexical}")
         with self._reading() as conn:
             generation = int(self._meta(conn)["generation"])
             counts = dict(conn.execute("SELECT book_id, count(*) FROM chunks GROUP BY book_id"))
