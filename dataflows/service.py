@@ -20,8 +20,15 @@ Settings: the library directory and config as for the CLI; ``zim_paths`` or ``ki
 Kiwix source (ask, Kiwix search, article get). Limits (``MAX_QUESTION_CHARS``, ``MAX_K``) apply to every
 caller; they raise ``FolioError`` (one line), which the fronts turn into a 4xx or a tool error.
 
-Limitations: one library per process; ingest paths are files on this machine (the HTTP API does not
-take uploads); jobs live in memory (a restart forgets their history, never a committed book).
+A warmed service runs torch on one intra-op thread (``QUERY_THREADS``): a request's encode is a
+handful of short texts, and torch's OpenMP threads spin-wait for each other whenever another
+request or process holds a core (measured on the Potter questions, 2 shared cores under load: 735 CPU
+ms a warm ask with torch's default 2 threads, 119 ms with one); concurrent requests still use every
+core, each on its own thread.
+
+Limitations: one library per process; an ingest job run inside the service encodes on one thread
+too; ingest paths are files on this machine (the HTTP API does not take uploads); jobs live in
+memory (a restart forgets their history, never a committed book).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from folio.dataflows.asking import ask, ask_config, ask_driver, query_encoder, s
 from folio.dataflows.library import Library
 from folio.nodes.backends.progress import Progress
 from folio.nodes.backends.tools import BookTools, Session, ToolBudget
+from folio.nodes.backends.workers import limit_torch_threads
 from folio.nodes.types import Article, ConceptMap, FolioError
 
 MAX_QUESTION_CHARS = 2_000  # a question or query longer than this is refused
@@ -49,6 +57,7 @@ MAX_K = 100  # the most hits one search returns
 MAX_PATHS = 1_000  # the most paths one ingest job takes
 JOBS_KEPT = 50  # finished jobs remembered for polling
 TOOL_CALLS_PER_REQUEST = 1  # an MCP / HTTP tool call is one call of its own budget
+QUERY_THREADS = 1  # torch intra-op threads of a service process (see the module docstring)
 
 
 def version() -> str:
@@ -175,9 +184,10 @@ class Service:
 
     def warm(self) -> None:
         """Load what the first request would (library index, encoder, drivers, Kiwix backend, LLM
-        connection), so no caller pays it."""
+        connection), so no caller pays it; torch to ``QUERY_THREADS`` threads when the encoder loads."""
         self.library.descriptors()
-        query_encoder(self.config)
+        if query_encoder(self.config)[0] is not None:
+            limit_torch_threads(QUERY_THREADS)
         shared_resources(self.config, ask_driver(self.config))
 
     def ask(self, question: object) -> dict[str, Any]:

@@ -26,7 +26,9 @@ The book answer (``nodes/answering.py``) and the Kiwix answer (``nodes/kiwix_fus
   minus ``RANK_PRIOR`` per retrieval rank of the chunk, a lone sentence over ``LONG_SENTENCE`` words
   (Moby-Dick's 140-word sentences) scaled down by its length; the ``PREFILTER`` best units gain their
   meaning (one encode). A passage is the best unit not yet taken, the predecessors a pronoun needs,
-  then the sentences that follow while they fit ``max_words``. ``answer_passages`` picks what an
+  then the sentences that follow while they fit ``max_words``. The encodes go through
+  ``backends.encoder.remembered_encode``: a warm process encodes a sentence unit once.
+  ``answer_passages`` picks what an
   extractive answer shows.
 
 Measured on FairytaleQA (365 questions, default config, no LLM, the evidence of the ask DAG cached and
@@ -63,6 +65,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from folio.nodes.backends.encoder import remembered_encode
 from folio.nodes.text import fold, named_phrases, sentences, stems, words
 from folio.nodes.types import Hit
 
@@ -538,11 +541,12 @@ def _unit_scores(
             out[(w, i, j)] = v
     if encoder is not None and out:
         picked = sorted(out, key=lambda u: (-out[u], u))[:PREFILTER]
-        vectors = encoder.encode(
+        vectors = remembered_encode(
+            encoder,
             [
                 getattr(encoder, "query_prefix", "") + question,
                 *(" ".join(windows[w].texts[i : j + 1]) for w, i, j in picked),
-            ]
+            ],
         )
         for u, v in zip(picked, vectors[1:], strict=True):
             out[u] += MEANING_WEIGHT * max(0.0, float(v @ vectors[0]))

@@ -26,7 +26,8 @@ Stop words
 Stems
     ``stem(word)`` the light stemmer of book text: the first of "ingly", "edly", "ing", "ies", "ied",
     "es", "ed", "ly", "s" that leaves four letters is stripped ("hunting" -> "hunt", "galaxies" ->
-    "galaxy"). ``stems(text)`` the stems of the content words; ``coverage(terms, text)`` the share of
+    "galaxy"). ``stems(text)`` the stems of the content words (memoised per text, ``STEMS_CACHED``:
+    a warm ask re-reads the same chunks); ``coverage(terms, text)`` the share of
     ``terms`` (stems) among them (the router, the evidence check, the answerer, fusion).
     ``plural_stem(word)`` the Kiwix title matcher's stemmer: English plurals only ("galaxies" ->
     "galaxy", "boxes" -> "box", "horses" -> "horse"; "virus", "glass", "analysis", "this" stay), since
@@ -88,6 +89,8 @@ _STOPWORDS_TEXT = """
     tell say said says
 """
 STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+STEMS_CACHED = 16_384  # texts whose stems ``stems`` remembers (chunks and sentences an ask meets again)
+STEMS_CACHED_CHARS = 8_000  # a longer text (a chapter) is stemmed every time, never held
 
 _QUESTION_WORDS_TEXT = """
     anyone anything someone something thing things way ways called known deal happen happened else
@@ -215,11 +218,17 @@ def stem(word: str) -> str:
     return word
 
 
-@functools.lru_cache(maxsize=8192)
 def stems(text: str) -> frozenset[str]:
-    """Stems of the content words of ``text`` (memoised: the same chunks and sentences are stemmed by
-    every ask that retrieves them)."""
+    """Stems of the content words of ``text`` (memoised per text of at most ``STEMS_CACHED_CHARS``: an ask
+    stems the same evidence chunks and sentences many times, and a warm process meets them again)."""
+    return _remembered_stems(text) if len(text) <= STEMS_CACHED_CHARS else _stems(text)
+
+
+def _stems(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in content_words(text))
+
+
+_remembered_stems = functools.lru_cache(maxsize=STEMS_CACHED)(_stems)
 
 
 def coverage(terms: frozenset[str], text: str) -> float:

@@ -356,3 +356,23 @@ def test_twenty_parallel_asks_while_one_book_is_ingested_and_another_removed(
             assert chunks == final_books.get(book_id, first["ingested"][0]["chunks"]), listing
     # The asks really ran while the library was being written.
     assert any(t0 < ingest_final["finished"] and t1 > ingest_final["started"] for t0, t1 in spans)
+
+
+# --- warm-up -----------------------------------------------------------------------------------------------
+def test_a_warmed_service_encodes_on_one_torch_thread_and_answers_as_before(alice_library) -> None:
+    import torch
+
+    from folio.dataflows.asking import ask
+    from folio.dataflows.service import QUERY_THREADS
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        question = "What were the gardeners doing to the white roses?"
+        default = ask(question, library=alice_library).as_dict()
+        service = Service(alice_library)
+        service.warm()
+        assert torch.get_num_threads() == QUERY_THREADS == 1
+        assert service.ask(question) == default
+    finally:
+        torch.set_num_threads(before)

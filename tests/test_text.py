@@ -331,3 +331,16 @@ def test_fts_expression_quotes_every_term(query):
 @pytest.mark.parametrize("query", ["", "   ", "?!.,;", "***", "()", "((", "'"])
 def test_fts_expression_is_none_without_words(query):
     assert fts_match_expression(query) is None
+
+
+def test_stems_are_remembered_for_short_texts_only():
+    from folio.nodes import text as text_module
+
+    short = "The hunters were hunting the wolf's horses in a short remembered line"
+    long = "hunting wolves " * (text_module.STEMS_CACHED_CHARS // 10)
+    before = text_module._remembered_stems.cache_info()
+    assert stems(short) == text_module._stems(short) == stems(short)
+    assert stems(long) == {"hunt", "wolv"}
+    after = text_module._remembered_stems.cache_info()
+    assert after.hits - before.hits == 1 and after.misses - before.misses == 1
+    assert after.currsize - before.currsize <= 1  # the long text is never held

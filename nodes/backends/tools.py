@@ -34,6 +34,7 @@ from queue import SimpleQueue
 from typing import Any
 
 from folio.nodes.backends.book_store import scopes
+from folio.nodes.backends.encoder import remembered_query
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.text import content_words, sentences
 from folio.nodes.types import ConceptMap, ConceptMatches, Deadline, FolioError, Hit
@@ -379,7 +380,7 @@ class BookTools:
         key = ("semantic", self._books(), query, tuple(sorted(scope)) if scope else None, k)
 
         def make() -> tuple[Hit, ...]:
-            vector = self.encoder.encode_query(query)
+            vector = remembered_query(self.encoder, query)
             books, chapters = self._scope(scope)
             return self._merge([i.semantic(vector, k, ids, chapters) for i, ids in scopes(books)], k)
 
