@@ -114,3 +114,23 @@ def test_pipeline_llm_answer_is_grounded_or_falls_back(real_llm: Any, alice_libr
         assert f"[{i}]" in answer.answer
     assert f"[{len(answer.citations) + 1}]" not in answer.answer
     _no_blame(answer.notes)
+
+
+def test_the_mcp_and_http_ask_service_answers_with_the_real_model(real_llm: Any, alice_library: Path) -> None:
+    from folio.dataflows.service import Service
+
+    service = Service(alice_library, _config(real_llm))
+    answer = service.ask("Who stole the tarts?")
+    assert answer["citations"] or answer["answer"].startswith(NOT_FOUND)
+    _no_blame(answer["notes"])
+
+
+def test_kiwix_book_ranking_and_disambiguation_with_the_real_model(real_llm: Any, tmp_path: Path) -> None:
+    from folio.dataflows.config import load_config
+    from folio.dataflows.kiwix_query import kiwix_config
+    from tests.test_kiwix import ALL_ZIMS, run
+
+    cfg = kiwix_config(load_config(overrides=_config(real_llm)), zim_paths=ALL_ZIMS)
+    out = run(cfg, "Which river was the Hoover Dam built on?", tmp_path, ["searched_books", "selected_books"])
+    names = {b.name for b in out["searched_books"]}
+    assert out["selected_books"] and set(out["selected_books"]) <= names
