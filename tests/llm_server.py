@@ -91,8 +91,6 @@ def start_llama_server(wait_seconds: float = 120.0) -> LlamaServer:
         "8192",
         "--n_threads",
         "2",
-        "--verbose",
-        "False",
     ]
     log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server) not a pipe: a full pipe would stall the server
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
