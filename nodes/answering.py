@@ -44,9 +44,8 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import TOOL_SPECS, BookTools, BudgetExceeded, ToolBudget
-from folio.nodes.book_tools import _evidence
 from folio.nodes.reading import Passage, Quote, answer_passages, read_book
-from folio.nodes.text import coverage, question_kind, stems
+from folio.nodes.text import coverage, stems
 from folio.nodes.types import (
     NO_RESULTS,
     SEMANTIC_UNAVAILABLE,
@@ -415,12 +414,9 @@ def book_results__agent(
     book_stores: dict,
     encoder: Any,
     llm_client: Any,
+    fallback_evidence: Callable[[BookTools, str], BookEvidence],
     answer_max_words: int = 60,
     answer_max_citations: int = 5,
-    search_k: int = 10,
-    primary_search_weight: float | int = 0.65,
-    evidence_min_coverage: float | int = 0.8,
-    evidence_min_similarity: float | int = 0.44,
 ) -> tuple[SourceResult, ...]:
     """Each book clause answered by the LLM calling the book tools (same budget and evidence rule); when
     it cites no excerpt a tool returned, the extractive answer from a whole-book search, with a note."""
@@ -438,16 +434,7 @@ def book_results__agent(
             out.append(_book_result(r, cited[0], cited[1], book_catalog, notes))
             continue
         notes.append(AGENT_UNCITED)
-        evidence = _evidence(
-            tools,
-            r.question,
-            question_kind(r.question),
-            None,
-            int(search_k),
-            float(primary_search_weight),
-            float(evidence_min_coverage),
-            float(evidence_min_similarity),
-        )
+        evidence = fallback_evidence(tools, r.question)
         ranked = _ranked_seen(r.question, tools.seen)
         if not evidence.hits and ranked:  # the budget left no fallback search: the agent's own finds
             evidence = replace(evidence, hits=tuple(ranked), sufficient=True)
