@@ -281,9 +281,10 @@ def test_check_schema_does_not_take_a_bool_for_a_number() -> None:
 
 # --- real servers: format refusals, max_tokens, transient retries, deadlines, reply shapes -------------
 
+# what llama_cpp.server answers (HTTP 500, the pydantic error as the message) to json_schema
 LLAMA_CPP_REFUSAL = (
-    "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
-    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]"
+    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' "
+    "or 'json_object' [type=literal_error, input_value='json_schema', input_type=str]"
 )
 
 
@@ -331,6 +332,15 @@ def test_every_request_bounds_the_reply_length(llm: ScriptedLLMServer) -> None:
     chat.chat_json(ASK, SCHEMA)
     chat.chat(ASK, max_tokens=5)
     assert [r["max_tokens"] for r in llm.requests] == [77, 77, 5]
+
+
+def test_a_request_with_tools_sets_tool_choice_auto(llm: ScriptedLLMServer) -> None:
+    llm.push("a", "b")
+    chat = client(llm)
+    chat.chat(ASK, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+    chat.chat(ASK)
+    assert llm.requests[0]["tool_choice"] == "auto"
+    assert "tool_choice" not in llm.requests[1]
 
 
 def test_a_retried_request_spends_one_call_of_the_budget(llm: ScriptedLLMServer) -> None:

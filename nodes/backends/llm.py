@@ -8,10 +8,13 @@ model for the whole process (``JSON_MODE_MEMORY``). The answer must parse as a J
 schema's required keys (and their basic JSON types); an invalid answer is repaired once by showing the
 model its error. Failures raise ``LLMError`` (a ``FolioError``), so every caller degrades with a note.
 
-Every request bounds the reply (``max_tokens``). Deadlines: ``timeout`` is the overall deadline of one
-HTTP request (connect, send and every read together, not a per-read timeout: a server that trickles
-bytes is abandoned at the deadline); ``deadline`` (per call, or the client's) bounds a whole call,
-retries and format fallbacks included: seconds, or an object with ``remaining() -> float``.
+Every request bounds the reply (``max_tokens``); a request with tools sets ``tool_choice: auto``
+(llama.cpp's ``chatml-function-calling`` format ignores the tools without it).
+
+Deadlines: ``timeout`` is the overall deadline of one HTTP request (connect, send and every read
+together, not a per-read timeout: a server that trickles bytes is abandoned at the deadline);
+``deadline`` (per call, or the client's) bounds a whole call, retries and format fallbacks included:
+seconds, or an object with ``remaining() -> float``.
 
 Retries: only what is transient (timeouts, connection errors, 429 after its ``Retry-After``, 502, 503,
 504), ``max_retries`` times with exponential backoff (``backoff * 2**attempt`` seconds); any other
@@ -455,6 +458,9 @@ class OpenAIChatClient:
         }
         if tools:
             payload["tools"] = tools
+            # OpenAI's default, spelled out: llama.cpp's chatml-function-calling format only offers the
+            # tools when tool_choice is set (without it the model answers in prose)
+            payload["tool_choice"] = "auto"
         return payload
 
     def _charge(self, payload: dict[str, Any]) -> None:
