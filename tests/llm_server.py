@@ -105,10 +105,8 @@ def start_llama_server(wait_seconds: float = 120.0) -> LlamaServer:
         str(port),
         "--n_ctx",
         "8192",
-        "--n_threads",  # one thread: the 0.3.36 build here crashes (SIGSEGV in libggml-cpu) with two
-        "1",
-        "--n_threads_batch",
-        "1",
+        "--n_threads",
+        "2",
     ]
     log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server) not a pipe: a full pipe would stall the server
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
