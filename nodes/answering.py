@@ -43,9 +43,9 @@ from typing import Any, TypeVar
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import LLMError
-from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
+from folio.nodes.backends.tools import TOOL_SPECS, BookTools, BudgetExceeded, ToolBudget
 from folio.nodes.reading import Passage, Quote, answer_passages, read_book
-from folio.nodes.text import coverage, question_kind, stems
+from folio.nodes.text import coverage, stems
 from folio.nodes.types import (
     NO_RESULTS,
     SEMANTIC_UNAVAILABLE,
@@ -62,6 +62,8 @@ from folio.nodes.types import (
 T = TypeVar("T")
 
 NOT_FOUND = "I could not find support for this in the books."
+AGENT_RESERVE = 2  # budget calls the agent leaves for the extractive fallback's two searches
+AGENT_UNCITED = "agent answer cited no retrieved excerpt: extractive answer given"
 _MARKER = re.compile(r"\[(\d+)\]")
 _LOCATION = re.compile(r"\[([^\[\]\s]+/[^\[\]\s]+)\]")
 
@@ -237,14 +239,40 @@ def _agent_messages(question: str, catalog: Sequence[BookInfo]) -> list[dict[str
     ]
 
 
+def _invalid_tool_call(name: str, arguments_json: str) -> str | None:
+    """Why a model's tool call must not run (unknown tool, arguments not a JSON object, a required
+    argument missing or empty); None when it may run."""
+    specs = {spec[0]: spec for spec in TOOL_SPECS}
+    if name not in specs:
+        return f"unknown tool {name!r}: use one of {', '.join(specs)}"
+    try:
+        args = json.loads(arguments_json or "{}")
+    except json.JSONDecodeError as exc:
+        return f"the arguments are not valid JSON ({exc.msg})"
+    if not isinstance(args, dict):
+        return "the arguments must be a JSON object"
+    _, _, properties, required = specs[name]
+    for key in required:
+        value = args.get(key)
+        if properties.get(key, {}).get("type") == "string" and not (isinstance(value, str) and value.strip()):
+            return f"argument {key!r} must be a non-empty string"
+    return None
+
+
 def _agent_run(
     client: Any, tools: BookTools, question: str, catalog: Sequence[BookInfo]
 ) -> tuple[str, list[str]]:
-    """The tool-calling loop; returns the model's final content ("" when it never finished) and notes."""
+    """The tool-calling loop; returns the model's final content ("" when it never finished) and notes.
+
+    A tool call with an unknown name or empty/invalid arguments is not run: the model gets the error as
+    the tool's result, which spends one call of the budget. The loop stops while ``AGENT_RESERVE``
+    calls are left, for the extractive fallback."""
     messages = _agent_messages(question, catalog)
     notes: list[str] = []
     try:
         while True:
+            if tools.budget.left <= AGENT_RESERVE:
+                return "", notes
             result = client.chat(messages, tools=tools.definitions())
             if not result.tool_calls:
                 return result.content, notes
@@ -263,17 +291,17 @@ def _agent_run(
                 }
             )
             for call in result.tool_calls:
-                try:
+                invalid = _invalid_tool_call(call.name, call.arguments_json)
+                if invalid is not None:
+                    tools.budget.spend("invalid tool call")
+                    output = json.dumps({"error": f"{call.name}: {invalid}; nothing was run"})
+                else:
                     output = tools.call(call.name, call.arguments())
-                except LLMError as exc:
-                    if isinstance(exc, BudgetExceeded):
-                        raise
-                    output = json.dumps({"error": exc.reason})
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
     except BudgetExceeded as exc:
         notes.append(exc.reason)
     except LLMError as exc:
-        notes.append(f"LLM agent failed: {exc}")
+        notes.append(f"LLM agent failed: {exc.reason}")
     return "", notes
 
 
@@ -386,10 +414,12 @@ def book_results__agent(
     book_stores: dict,
     encoder: Any,
     llm_client: Any,
+    fallback_evidence: Callable[[BookTools, str], BookEvidence],
     answer_max_words: int = 60,
     answer_max_citations: int = 5,
 ) -> tuple[SourceResult, ...]:
-    """Each book clause answered by the LLM calling the book tools (same budget and evidence rule)."""
+    """Each book clause answered by the LLM calling the book tools (same budget and evidence rule); when
+    it cites no excerpt a tool returned, the extractive answer from a whole-book search, with a note."""
     out = []
     max_words = int(answer_max_words)
     for r in book_questions:
@@ -403,16 +433,11 @@ def book_results__agent(
         if cited is not None:
             out.append(_book_result(r, cited[0], cited[1], book_catalog, notes))
             continue
+        notes.append(AGENT_UNCITED)
+        evidence = fallback_evidence(tools, r.question)
         ranked = _ranked_seen(r.question, tools.seen)
-        evidence = BookEvidence(
-            tuple(ranked),
-            question_kind(r.question),
-            None,
-            (f"agent tool calls: {', '.join(tools.budget.calls)}",),
-            bool(ranked),
-        )
-        if content:
-            notes.append("agent answer cited no retrieved excerpt: extractive answer given")
+        if not evidence.hits and ranked:  # the budget left no fallback search: the agent's own finds
+            evidence = replace(evidence, hits=tuple(ranked), sufficient=True)
         passages = _read(r.question, evidence, book_stores, encoder, max_words, int(answer_max_citations))
         out.append(_extractive_result(r, evidence, passages, book_catalog, max_words, notes))
     return tuple(out)

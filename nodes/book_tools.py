@@ -43,7 +43,8 @@ with what it has and notes it.
 
 Config keys: ``search_k``, ``scope_max_chapters``, ``primary_search_weight``, ``evidence_min_coverage``,
 ``evidence_min_similarity``, ``answer_summaries``, ``answer_mode`` (scope, kinds, evidence and summaries
-are the pipeline's nodes; the agent uses the same ``BookTools`` itself).
+are the pipeline's nodes; the agent uses the same ``BookTools`` itself, and ``fallback_evidence`` is the
+agent's whole-book search when its answer cites nothing).
 Limitations: coverage counts words, not meaning; a scope from a theme match can miss the chapter
 that holds the answer when that chapter also matches the words (no widening then). The evidence rule
 refuses vague or misspelt questions whose best passage scores under 0.44 (about 4% of FairytaleQA's,
@@ -54,7 +55,8 @@ whose words read like a passage ("How did the Titanic sink?" against Moby-Dick).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from hamilton.function_modifiers import config
@@ -288,6 +290,30 @@ def book_questions(
         else RouteDecision(r.route, r.confidence, r.suggested_queries, every, r.reason, r.question)
         for r in routes
         if r.question in to_books
+    )
+
+
+def _whole_book_evidence(
+    tools: BookTools, question: str, k: int, weight: float, min_coverage: float, min_similarity: float
+) -> BookEvidence:
+    return _evidence(tools, question, question_kind(question), None, k, weight, min_coverage, min_similarity)
+
+
+@config.when(answer_mode="agent")
+def fallback_evidence__agent(
+    search_k: int = 10,
+    primary_search_weight: float | int = 0.65,
+    evidence_min_coverage: float | int = 0.8,
+    evidence_min_similarity: float | int = 0.44,
+) -> Callable[[BookTools, str], BookEvidence]:
+    """The agent's fallback search ``(tools, question) -> evidence``: the question searched in the whole
+    books and judged by the evidence rule, run on the agent's tools and budget when it cites nothing."""
+    return partial(
+        _whole_book_evidence,
+        k=int(search_k),
+        weight=float(primary_search_weight),
+        min_coverage=float(evidence_min_coverage),
+        min_similarity=float(evidence_min_similarity),
     )
 
 

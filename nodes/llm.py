@@ -8,10 +8,14 @@ question's ``tool_budget`` when the graph has one (the ask DAG; the Kiwix DAG al
 there the connection is used as it is). The router, Kiwix book ranking, Kiwix disambiguation and the
 answerer all call ``llm_client``: one graph, one client.
 
+A ``response_format`` refusal is remembered per server and model for the process (the backend's
+``JSON_MODE_MEMORY``), so only the first question of a process pays for it; a retried request spends
+one call. ``llm_timeout_seconds`` is the overall deadline of one HTTP request (connect and all reads);
+a whole call can be bounded further by the client's ``deadline`` (e.g. the ask's total deadline).
+
 Config keys: ``llm`` (variant: these nodes exist only for ``llm: openai``), ``llm_base_url``,
-``llm_model``, ``llm_api_key_env``, ``llm_timeout_seconds``, ``llm_max_retries``.
-Limitations: a ``response_format`` refusal learned while answering one question is not carried over to
-the next question (each question's view starts from the connection's state).
+``llm_model``, ``llm_api_key_env``, ``llm_timeout_seconds``, ``llm_max_retries``, ``llm_max_tokens``.
+Limitations: the question's view shares the connection's HTTP pool; its ``deadline`` is not set here.
 """
 
 from __future__ import annotations
@@ -47,10 +51,16 @@ def llm_connection__openai(
     llm_api_key_env: str = "OPENAI_API_KEY",
     llm_timeout_seconds: float | int = 30.0,
     llm_max_retries: int = 2,
+    llm_max_tokens: int = 512,
 ) -> OpenAIChatClient:
     """The connection to the OpenAI-compatible chat server (one per process when handed in)."""
     return OpenAIChatClient(
-        llm_base_url, llm_model, llm_api_key_env, float(llm_timeout_seconds), int(llm_max_retries)
+        llm_base_url,
+        llm_model,
+        llm_api_key_env,
+        float(llm_timeout_seconds),
+        int(llm_max_retries),
+        max_tokens=int(llm_max_tokens),
     )
 
 

@@ -148,6 +148,16 @@ ALICE_EPUB = BOOKS / "epub/carroll_alice-in-wonderland_abridged-pg19033.epub"
 
 
 @pytest.fixture(scope="session")
+def real_llm():
+    """One real llama.cpp server (SmolLM2-135M) for the whole session, stopped by PID at the end."""
+    from tests.llm_server import start_llama_server
+
+    server = start_llama_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def alice_library(tmp_path_factory, data_dir) -> Path:
     """A library holding only the small abridged Alice EPUB (~10k words): cheap to copy and mutate."""
     path = tmp_path_factory.mktemp("alice-library")

@@ -120,6 +120,8 @@ class Reply:
     delay: float = 0.0
     status: int = 200
     body: str | None = None  # raw response body, sent as is (malformed JSON tests)
+    headers: tuple[tuple[str, str], ...] = ()  # extra response headers (Retry-After)
+    trickle: float = 0.0  # seconds between the body's bytes (a server that trickles)
 
     @classmethod
     def answer(cls, content: str | dict[str, Any] | list[Any], delay: float = 0.0) -> Reply:
@@ -230,14 +232,22 @@ class ScriptedLLMServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, body: str) -> None:
+            def _send(self, status: int, body: str, reply: Reply | None = None) -> None:
                 data = body.encode("utf-8")
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    for name, value in reply.headers if reply else ():
+                        self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if reply is not None and reply.trickle:
+                        for i in range(len(data)):
+                            self.wfile.write(data[i : i + 1])
+                            self.wfile.flush()
+                            time.sleep(reply.trickle)
+                    else:
+                        self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)
 
@@ -266,7 +276,7 @@ class ScriptedLLMServer:
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.body is not None:
-                    self._send(reply.status, reply.body)
+                    self._send(reply.status, reply.body, reply)
                     return
                 message: dict[str, Any] = {"role": "assistant", "content": reply.content}
                 if reply.tool_calls:
@@ -285,7 +295,7 @@ class ScriptedLLMServer:
                     ],
                     "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
                 }
-                self._send(reply.status, json.dumps(body))
+                self._send(reply.status, json.dumps(body), reply)
 
         return Handler
 

@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import ask
-from folio.nodes.answering import NOT_FOUND, _cited, _extractive, _in_chunks, _located, _not_found
+from folio.nodes.answering import (
+    AGENT_UNCITED,
+    NOT_FOUND,
+    _cited,
+    _extractive,
+    _in_chunks,
+    _invalid_tool_call,
+    _located,
+    _not_found,
+)
 from folio.nodes.reading import Passage, Quote, read_book
 from folio.nodes.types import Hit
 from tests.servers import Reply, ScriptedLLMServer
@@ -154,9 +163,63 @@ def test_agent_ninth_call_is_refused_and_the_answer_stays_grounded(fairytale_lib
             library=fairytale_library,
             config=_agent_config(server.url),
         )
-    assert answer.tool_calls == 8
-    assert any("refused" in n for n in answer.notes)
+    assert answer.tool_calls == 8  # the agent stops with AGENT_RESERVE calls left for the fallback
+    assert AGENT_UNCITED in answer.notes
     assert answer.citations and "camomile" in answer.answer.lower()
+
+
+def test_agent_tool_call_with_an_empty_query_is_not_run_and_costs_one_call(fairytale_library: Path) -> None:
+    with ScriptedLLMServer(
+        [
+            {"route": "BOOK", "confidence": 0.9, "suggested_queries": []},
+            Reply.tools(("text_search", {"query": ""})),
+            Reply.answer("Peter's mother, I am sure."),
+        ]
+    ) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config=_agent_config(server.url),
+        )
+        tool_message = server.requests[2]["messages"][-1]
+    assert tool_message["role"] == "tool"
+    assert "'query' must be a non-empty string; nothing was run" in tool_message["content"]
+    # router, agent turn, the refused call, agent turn, the fallback's two searches
+    assert answer.tool_calls == 6
+    assert AGENT_UNCITED in answer.notes
+    assert answer.citations and "camomile" in answer.answer.lower()
+
+
+def test_agent_citing_nothing_for_an_absent_subject_lists_whole_searches(fairytale_library: Path) -> None:
+    question = "What treasure did the dragon Smaug guard under the Lonely Mountain?"
+    with ScriptedLLMServer(
+        [{"route": "BOOK", "confidence": 0.9, "suggested_queries": []}, Reply.answer("Gold, lots of it.")]
+    ) as server:
+        answer = ask(question, library=fairytale_library, config=_agent_config(server.url))
+    lines = answer.answer.splitlines()
+    assert lines[0] == NOT_FOUND and lines[1] == "Searched:"
+    searched = lines[2:]
+    assert searched and all(line.startswith(("- text_search(", "- semantic_search(")) for line in searched)
+    assert all(question[:-1] in line for line in searched)
+    assert not answer.citations
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "reason"),
+    [
+        ("text_search", '{"query": "tea"}', None),
+        ("text_search", '{"query": "  "}', "'query' must be a non-empty string"),
+        ("text_search", "{}", "'query' must be a non-empty string"),
+        ("text_search", "{query: tea", "not valid JSON"),
+        ("text_search", '["tea"]', "must be a JSON object"),
+        ("chunk_get", '{"location_id": ""}', "'location_id' must be a non-empty string"),
+        ("book_synopsis_get", "", None),
+        ("web_search", '{"query": "tea"}', "unknown tool 'web_search'"),
+    ],
+)
+def test_invalid_tool_calls_are_named(name: str, arguments: str, reason: str | None) -> None:
+    found = _invalid_tool_call(name, arguments)
+    assert found == reason if reason is None else reason in (found or "")
 
 
 @pytest.mark.parametrize("mode", ["pipeline", "agent"])

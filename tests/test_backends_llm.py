@@ -9,10 +9,14 @@ from typing import Any
 import pytest
 
 from folio.nodes.backends.llm import (
+    JSON_MODE_MEMORY,
     LLMError,
     OpenAIChatClient,
+    chat_result,
     check_schema,
+    is_format_refusal,
     parse_json_answer,
+    retry_after_seconds,
 )
 from folio.nodes.types import FolioError
 from tests.servers import Reply, ScriptedLLMServer, dead_url
@@ -28,8 +32,10 @@ ASK = [{"role": "user", "content": "Which books?"}]
 
 @pytest.fixture
 def llm() -> Iterator[ScriptedLLMServer]:
+    JSON_MODE_MEMORY.clear()
     with ScriptedLLMServer() as server:
         yield server
+    JSON_MODE_MEMORY.clear()
 
 
 def client(server: ScriptedLLMServer, **kwargs: Any) -> OpenAIChatClient:
@@ -78,26 +84,34 @@ def test_tool_calls_are_returned_with_parsed_arguments(llm: ScriptedLLMServer) -
     assert llm.requests[0]["tools"] == tools
 
 
-def test_a_500_is_retried_and_then_succeeds(llm: ScriptedLLMServer) -> None:
-    llm.push(Reply.fail(500), Reply.answer("recovered"))
+def test_a_503_is_retried_and_then_succeeds(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.fail(503), Reply.answer("recovered"))
     chat = client(llm, max_retries=2)
     assert chat.chat(ASK).content == "recovered"
     assert chat.calls == 2
     assert len(llm.requests) == 2
 
 
-def test_5xx_answers_give_up_after_max_retries(llm: ScriptedLLMServer) -> None:
-    llm.push(Reply.fail(503), Reply.fail(502), Reply.fail(500), Reply.answer("never reached"))
+def test_transient_answers_give_up_after_max_retries(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.fail(503), Reply.fail(502), Reply.fail(504), Reply.answer("never reached"))
     chat = client(llm, max_retries=2)
-    with pytest.raises(LLMError, match="HTTP 500") as info:
+    with pytest.raises(LLMError, match="HTTP 504") as info:
         chat.chat(ASK)
     assert chat.calls == 3
-    assert info.value.status == 500
+    assert info.value.status == 504
     assert llm.remaining == 1
 
 
+def test_a_500_is_not_retried(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.fail(500, "model crashed"), Reply.answer("never reached"))
+    chat = client(llm, max_retries=2)
+    with pytest.raises(LLMError, match="HTTP 500: model crashed"):
+        chat.chat(ASK)
+    assert chat.calls == 1
+
+
 def test_backoff_grows_exponentially(llm: ScriptedLLMServer) -> None:
-    llm.push(Reply.fail(500), Reply.fail(500), Reply.answer("ok"))
+    llm.push(Reply.fail(502), Reply.fail(502), Reply.answer("ok"))
     started = time.monotonic()
     client(llm, max_retries=2, backoff=0.2).chat(ASK)
     assert time.monotonic() - started >= 0.2 + 0.4
@@ -263,3 +277,169 @@ def test_check_schema_does_not_take_a_bool_for_a_number() -> None:
     check_schema({"score": 2}, schema)
     with pytest.raises(ValueError, match="'score' must be of type number"):
         check_schema({"score": True}, schema)
+
+
+# --- real servers: format refusals, max_tokens, transient retries, deadlines, reply shapes -------------
+
+# what llama_cpp.server answers (HTTP 500, the pydantic error as the message) to json_schema
+LLAMA_CPP_REFUSAL = (
+    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' "
+    "or 'json_object' [type=literal_error, input_value='json_schema', input_type=str]"
+)
+
+
+def test_a_500_naming_the_response_format_falls_back_at_once_and_spends_one_call(
+    llm: ScriptedLLMServer,
+) -> None:
+    spent: list[dict[str, Any]] = []
+    llm.push(Reply.fail(500, LLAMA_CPP_REFUSAL), Reply.answer({"books": ["a"]}))
+    chat = client(llm, max_retries=2, on_call=spent.append)
+    assert chat.chat_json(ASK, SCHEMA) == {"books": ["a"]}
+    assert [r.get("response_format", {}).get("type") for r in llm.requests] == ["json_schema", "json_object"]
+    assert len(spent) == 1  # the refusal is the client's business, not the question's budget
+    assert chat.json_mode == "json_object"
+
+
+def test_a_format_refusal_is_remembered_by_a_new_client_of_the_same_server_and_model(
+    llm: ScriptedLLMServer,
+) -> None:
+    llm.push(Reply.fail(500, LLAMA_CPP_REFUSAL), Reply.answer({"books": []}), Reply.answer({"books": []}))
+    client(llm).chat_json(ASK, SCHEMA)
+    client(llm).chat_json(ASK, SCHEMA)
+    assert [r.get("response_format", {}).get("type") for r in llm.requests] == [
+        "json_schema",
+        "json_object",
+        "json_object",
+    ]
+    other = OpenAIChatClient(llm.url, "another-model", backoff=0.01)
+    assert other.json_mode == "json_schema"
+
+
+def test_plain_text_with_prose_around_the_json_is_extracted(llm: ScriptedLLMServer) -> None:
+    llm.push(
+        Reply.fail(400, "response_format is not supported"),
+        Reply.fail(400, "response_format is not supported"),
+        Reply.answer('Here you go: {"books": ["wp"]} hope it helps'),
+    )
+    assert client(llm).chat_json(ASK, SCHEMA) == {"books": ["wp"]}
+    assert "response_format" not in llm.requests[-1]
+
+
+def test_every_request_bounds_the_reply_length(llm: ScriptedLLMServer) -> None:
+    llm.push("a", {"books": []}, "c")
+    chat = client(llm, max_tokens=77)
+    chat.chat(ASK)
+    chat.chat_json(ASK, SCHEMA)
+    chat.chat(ASK, max_tokens=5)
+    assert [r["max_tokens"] for r in llm.requests] == [77, 77, 5]
+
+
+def test_a_request_with_tools_sets_tool_choice_auto(llm: ScriptedLLMServer) -> None:
+    llm.push("a", "b")
+    chat = client(llm)
+    chat.chat(ASK, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+    chat.chat(ASK)
+    assert llm.requests[0]["tool_choice"] == "auto"
+    assert "tool_choice" not in llm.requests[1]
+
+
+def test_a_retried_request_spends_one_call_of_the_budget(llm: ScriptedLLMServer) -> None:
+    spent: list[dict[str, Any]] = []
+    llm.push(Reply.fail(503), Reply.fail(502), Reply.answer("third time"))
+    chat = client(llm, max_retries=2, on_call=spent.append)
+    assert chat.chat(ASK).content == "third time"
+    assert (chat.calls, len(spent)) == (3, 1)
+
+
+def test_a_429_waits_for_its_retry_after(llm: ScriptedLLMServer) -> None:
+    limited = Reply(status=429, body='{"error": {"message": "slow down"}}', headers=(("Retry-After", "0.4"),))
+    llm.push(limited, Reply.answer("ok"))
+    started = time.monotonic()
+    assert client(llm, backoff=0.0).chat(ASK).content == "ok"
+    assert time.monotonic() - started >= 0.4
+
+
+def test_a_429_whose_retry_after_outlasts_the_deadline_fails_now(llm: ScriptedLLMServer) -> None:
+    limited = Reply(status=429, body='{"error": {"message": "slow down"}}', headers=(("Retry-After", "20"),))
+    llm.push(limited, Reply.answer("never reached"))
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="HTTP 429: slow down"):
+        client(llm).chat(ASK, deadline=2.0)
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_trickling_server_is_abandoned_at_the_overall_timeout(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply(content="x" * 200, trickle=0.05))  # ~15 s to send, one byte every 50 ms
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="timeout"):
+        client(llm, timeout=0.5, max_retries=0).chat(ASK)
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_call_deadline_bounds_the_retries_together(llm: ScriptedLLMServer) -> None:
+    llm.push(Reply.slow(2.0), Reply.slow(2.0), Reply.slow(2.0))
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="timeout"):
+        client(llm, timeout=5.0, max_retries=2).chat(ASK, deadline=0.6)
+    assert time.monotonic() - started < 1.1
+
+
+def test_a_deadline_object_with_remaining_is_read_at_each_call(llm: ScriptedLLMServer) -> None:
+    class Spent:
+        def remaining(self) -> float:
+            return 0.0
+
+    llm.push("never asked")
+    chat = client(llm, deadline=Spent())
+    with pytest.raises(LLMError, match="no time left"):
+        chat.chat(ASK)
+    assert llm.requests == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"choices": []}, "no choices"),
+        ({"choices": [{"message": "hello"}]}, "message is str, not an object"),
+        ({"choices": [{"message": {"content": {"text": "x"}}}]}, "content is dict, not a string"),
+        ({"choices": [{"message": {"content": "", "tool_calls": "text_search"}}]}, "tool_calls is str"),
+        ({"choices": [{"message": {"content": "", "tool_calls": ["x"]}}]}, "tool_calls[0] is str"),
+        (
+            {"choices": [{"message": {"content": "", "tool_calls": [{"function": "f"}]}}]},
+            "tool_calls[0].function is str",
+        ),
+        (
+            {"choices": [{"message": {"tool_calls": [{"function": {"name": 3, "arguments": "{}"}}]}}]},
+            "function.name is int",
+        ),
+    ],
+)
+def test_a_malformed_reply_is_an_llm_error_naming_the_field(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(LLMError, match="malformed reply") as info:
+        chat_result(body, "http://llm/v1/chat/completions")
+    assert field in info.value.reason
+
+
+def test_content_parts_and_dict_arguments_are_read() -> None:
+    body = {
+        "choices": [
+            {
+                "message": {
+                    "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                    "tool_calls": [{"function": {"name": "text_search", "arguments": {"query": "q"}}}],
+                }
+            }
+        ]
+    }
+    result = chat_result(body, "u")
+    assert result.content == "ab"
+    assert result.tool_calls[0].arguments() == {"query": "q"}
+    assert result.tool_calls[0].id == "call_0"
+
+
+def test_format_refusal_and_retry_after_helpers() -> None:
+    assert is_format_refusal(500, LLAMA_CPP_REFUSAL)
+    assert not is_format_refusal(500, "out of memory")
+    assert not is_format_refusal(200, "response_format")
+    assert retry_after_seconds("2") == 2.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") is None

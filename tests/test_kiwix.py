@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -325,6 +326,22 @@ def test_llm_selection_falls_back_to_evidence_when_no_name_is_valid(tmp_path: Pa
 
 def test_llm_selection_falls_back_to_evidence_when_the_llm_fails(tmp_path: Path) -> None:
     with ScriptedLLMServer([Reply.fail(500)]) as server:
+        out = run(
+            llm_config(server), "Which river was the Hoover Dam built on?", tmp_path, ["selected_books"]
+        )
+    assert out["selected_books"][0] == WIKI
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": [{"message": "books: wikipedia"}]},
+        {"choices": [{"message": {"content": {"books": []}}}]},
+        {"choices": [{"message": {"content": "", "tool_calls": "rank"}}]},
+    ],
+)
+def test_llm_selection_survives_a_malformed_reply_shape(tmp_path: Path, body: dict[str, Any]) -> None:
+    with ScriptedLLMServer([Reply(body=json.dumps(body))] * 2) as server:
         out = run(
             llm_config(server), "Which river was the Hoover Dam built on?", tmp_path, ["selected_books"]
         )

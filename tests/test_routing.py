@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,25 @@ def test_llm_router_answer_is_used_and_counted(fairytale_library: Path) -> None:
     (decision,), server, budget = _llm_routes(fairytale_library, [reply], "What do rabbits eat in the wild?")
     assert (decision.route, decision.reason) == ("NOT_BOOK", "LLM router")
     assert "Beatrix Potter" in server.requests[0]["messages"][0]["content"]
+    assert budget.calls == ["llm"]
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"choices": [{"message": "BOOK"}]}, "message is str, not an object"),
+        ({"choices": [{"message": {"content": ["BOOK"]}}]}, "content is list, not a string"),
+        ({"choices": [{"message": {"content": "", "tool_calls": {"a": 1}}}]}, "tool_calls is dict"),
+    ],
+)
+def test_a_malformed_llm_reply_shape_falls_back_with_a_note(
+    fairytale_library: Path, body: dict, named: str
+) -> None:
+    (decision,), _, budget = _llm_routes(
+        fairytale_library, [Reply(body=json.dumps(body))], "What did Peter Rabbit lose in the garden?"
+    )
+    assert decision.route == "BOOK" and decision.reason.startswith("LLM router failed")
+    assert named in decision.reason
     assert budget.calls == ["llm"]
 
 
