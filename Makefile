@@ -78,7 +78,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 # Everything: lint first, then every test (the model-loading tier on ../shared/data included).
-test: lint llm-tier
+test: lint
 	$(BIN)/python -m pytest -q tests
 
 # The tests that load no encoder and ingest no book (marker `model`) and are not long (marker `slow`);
