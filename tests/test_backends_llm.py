@@ -384,6 +384,17 @@ def test_a_call_deadline_bounds_the_retries_together(llm: ScriptedLLMServer) -> 
     assert time.monotonic() - started < 1.1
 
 
+def test_the_running_asks_deadline_bounds_a_call_without_its_own(llm: ScriptedLLMServer) -> None:
+    from folio.nodes.backends.deadlines import deadline_scope
+    from folio.nodes.types import Deadline
+
+    llm.push(Reply.slow(3.0), Reply.slow(3.0))
+    started = time.monotonic()
+    with deadline_scope(Deadline.after(0.6)), pytest.raises(LLMError, match="timeout"):
+        client(llm, timeout=10.0, max_retries=1).chat(ASK)
+    assert time.monotonic() - started < 1.1
+
+
 def test_a_deadline_object_with_remaining_is_read_at_each_call(llm: ScriptedLLMServer) -> None:
     class Spent:
         def remaining(self) -> float:

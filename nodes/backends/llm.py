@@ -13,7 +13,8 @@ Every request bounds the reply (``max_tokens``); a request with tools sets ``too
 
 Deadlines: ``timeout`` is the overall deadline of one HTTP request (connect, send and every read
 together, not a per-read timeout: a server that trickles bytes is abandoned at the deadline);
-``deadline`` (per call, or the client's) bounds a whole call, retries and format fallbacks included:
+``deadline`` (per call, or the client's, and always the running ask's ``ask_deadline_seconds``, read from
+``backends.deadlines.active_deadline``) bounds a whole call, retries and format fallbacks included:
 seconds, or an object with ``remaining() -> float``.
 
 Retries: only what is transient (timeouts, connection errors, 429 after its ``Retry-After``, 502, 503,
@@ -45,6 +46,7 @@ from typing import Any
 
 import httpx
 
+from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.types import FolioError
 
 JSON_MODES = ("json_schema", "json_object", "plain")
@@ -468,9 +470,12 @@ class OpenAIChatClient:
             self.on_call(payload)
 
     def _end(self, deadline: Any) -> float | None:
-        """The monotonic time by which a call must be over (None: only the per-request timeout)."""
-        left = seconds_left(deadline if deadline is not None else self.deadline)
-        return None if left is None else time.monotonic() + left
+        """The monotonic time by which a call must be over: the nearer of the call's (or the client's)
+        deadline and the running ask's (``ask_deadline_seconds``); None: only the per-request timeout."""
+        own = seconds_left(deadline if deadline is not None else self.deadline)
+        ask = seconds_left(active_deadline())
+        left = [s for s in (own, ask) if s is not None]
+        return time.monotonic() + min(left) if left else None
 
     def _json_chat(
         self,
