@@ -198,9 +198,9 @@ def test_ask_against_trickling_servers_returns_within_its_deadline_and_the_proce
         env = {
             **os.environ,
             "PYTHONPATH": str(REPO_DIR),
-            "ASK_DEADLINE_SECONDS": str(deadline),
-            "SEARCH_MODE": "lexical",  # no model: the library is empty
-            "SEARXNG_URL": server.url,
+            "FOLIO_ASK_DEADLINE_SECONDS": str(deadline),
+            "FOLIO_SEARCH_MODE": "lexical",  # no model: the library is empty
+            "FOLIO_SEARXNG_URL": server.url,
         }
         question, library = "Why did the Beatles stop touring?", str(tmp_path / "lib")
         out = subprocess.run(
@@ -229,7 +229,7 @@ def test_ask_answers_from_the_good_zim_beside_a_damaged_one_with_a_note(tmp_path
 
     damaged = _damaged_zim(tmp_path, "damaged", "start")
     question, good = "Who was Ray Charles?", str(ZIMS / f"{RC_MINI}.zim")
-    env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "SEARCH_MODE": "lexical"}  # empty library: no model
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "FOLIO_SEARCH_MODE": "lexical"}  # empty library: no model
     args = ["ask", question, "--library", str(tmp_path / "lib"), "--zim", str(damaged), good]
     out = subprocess.run(
         [sys.executable, "-m", "folio.dataflows.cli", *args],
