@@ -294,6 +294,7 @@ def ingest_one_book(
                 "staging_dir": str(staging),
                 "embedding_cache": window_cache,
                 "progress": progress,
+                "model_cache_dir": str(cache_lib.model_cache_dir),
             }
             result = dr.execute(["staged_book"], inputs={**settings_inputs(dr, config), **inputs})
         finally:

@@ -2,7 +2,8 @@ from itertools import pairwise
 
 import pytest
 
-from folio.nodes.chunking import _token_spans, _windows_of, chunk_size, chunks, windows
+from folio.nodes.backends.encoder import window_ranges
+from folio.nodes.chunking import _token_spans, chunk_size, chunks, windows
 from folio.nodes.types import Chapter, FolioError, Manifest
 
 
@@ -42,8 +43,7 @@ def test_token_spans_snap_to_sentence_end():
 
 
 def test_windows_cover_all_tokens_with_overlap():
-    offsets = [(i, i + 1) for i in range(600)]
-    ws = _windows_of(offsets, 248, 32)
+    ws = window_ranges(600, 248, 32)
     assert ws[0] == (0, 248) and ws[-1][1] == 600
     assert all(b - a <= 248 for a, b in ws)
     assert all(ws[i + 1][0] == ws[i][1] - 32 for i in range(len(ws) - 1))

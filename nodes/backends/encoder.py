@@ -5,7 +5,11 @@
 cache only; a directory path is loaded as it is. Nothing is ever downloaded.
 
 The encoder window (``max_seq_length``: 256 for MiniLM, 512 for bge) bounds what one vector can see:
-callers split text into windows that fit (``window_tokens``) and never rely on silent truncation.
+callers split text into windows that fit (``window_tokens``) and never rely on silent truncation; a
+query longer than one window is embedded as overlapping windows whose vectors are averaged, like a chunk.
+
+Two runtimes share the tokenizer, windows and pooling: sentence-transformers on torch (``load_encoder``)
+and ONNX Runtime int8 (``nodes.backends.onnx_encoder``), whose model id says so (caches never mix them).
 """
 
 from __future__ import annotations
@@ -37,6 +41,31 @@ def unit_means(vectors: np.ndarray, group_index: np.ndarray, n_groups: int) -> n
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (sums / norms).astype(np.float32)
+
+
+def window_ranges(n_tokens: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Token index ranges ``[a, b)`` covering ``n_tokens`` tokens with windows of at most ``size`` tokens,
+    consecutive windows sharing ``overlap`` tokens (chunks and long queries are windowed alike)."""
+    if n_tokens <= size:
+        return [(0, n_tokens)] if n_tokens else []
+    stride = max(1, size - overlap)
+    out = []
+    a = 0
+    while True:
+        b = min(n_tokens, a + size)
+        out.append((a, b))
+        if b >= n_tokens:
+            return out
+        a += stride
+
+
+def text_windows(text: str, offsets: Sequence[tuple[int, int]], size: int) -> list[str]:
+    """``text`` cut into windows of at most ``size`` tokens (overlapping by a quarter), given its token
+    offsets; the whole text when it fits one window."""
+    if len(offsets) <= size:
+        return [text]
+    spans = window_ranges(len(offsets), size, size // 4)
+    return [text[offsets[a][0] : offsets[b - 1][1]] for a, b in spans]
 
 
 def resolve_model_dir(embedding_model: str) -> Path:
@@ -119,7 +148,22 @@ class Encoder:
         return out
 
     def encode_query(self, query: str) -> np.ndarray:
-        return self.encode([self.query_prefix + query])[0]
+        """The query's vector; a query longer than one encoder window is the normalised mean of its
+        windows' vectors (never silently truncated)."""
+        size = self.window_tokens - self.count_tokens(self.query_prefix)
+        parts = text_windows(query, self.token_offsets(query), max(8, size))
+        vectors = self.encode([self.query_prefix + p for p in parts])
+        if len(parts) == 1:
+            return vectors[0]
+        return unit_means(vectors, np.zeros(len(parts), dtype=np.int64), 1)[0]
+
+
+def quiet_transformers() -> None:
+    """No third-party progress bars ("Loading weights") or info logs: Folio draws its own bar."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 @functools.lru_cache(maxsize=4)
@@ -135,6 +179,7 @@ def load_encoder(embedding_model: str) -> Encoder:
         raise FolioError(
             "embedder", "sentence-transformers is missing: pip install sentence-transformers"
         ) from None
+    quiet_transformers()
     try:
         model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
