@@ -88,3 +88,14 @@ def test_the_stored_model_loads_in_a_new_process_without_torch(onnx_minilm, onnx
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_opening_an_index_before_the_onnx_encoder_does_not_crash_the_process():
+    code = (
+        "from folio.nodes.backends.library_index import usearch_index\n"
+        "usearch_index()\n"
+        "import onnxruntime\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.returncode

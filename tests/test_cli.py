@@ -1,5 +1,6 @@
 """The `folio` command line: cache and concepts commands, one-line errors, --version."""
 
+import ast
 import json
 import subprocess
 import sys
@@ -59,3 +60,37 @@ def test_version_is_also_an_option_of_the_full_parser(capsys):
         build_parser().parse_args(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith("folio ")
+
+
+HEAVY = ("torch", "transformers", "sentence_transformers", "onnxruntime", "matplotlib", "sklearn")
+
+
+def _imported_heavy(args: list[str]) -> tuple[int, list[str]]:
+    """Run ``folio ARGS`` in a fresh process; its exit status and which heavy modules it imported."""
+    code = (
+        "import sys\nfrom folio.dataflows.cli import main\n"
+        f"try:\n    rc = main({args!r})\nexcept SystemExit as e:\n    rc = e.code\n"
+        f"print('heavy:', [m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n"
+        "sys.exit(rc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("heavy: "), out.stderr[-2000:]
+    return out.returncode, ast.literal_eval(last.removeprefix("heavy: "))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["books"], ["cache", "info"], ["experiment", "show"], ["search", "x", "--help"]],
+    ids=["help", "books", "cache-info", "experiment-show", "search-help"],
+)
+def test_commands_that_need_no_model_import_no_model_library(args, tmp_path):
+    rc, heavy = _imported_heavy([*args, "--library", str(tmp_path / "lib")] if args[0] != "--help" else args)
+    assert rc in (0, 1) and heavy == []
+
+
+def test_lexical_search_over_a_real_library_imports_no_model_library(alice_library):
+    rc, heavy = _imported_heavy(
+        ["search", "White Rabbit", "--mode", "lexical", "--library", str(alice_library)]
+    )
+    assert rc == 0 and heavy == []

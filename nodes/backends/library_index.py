@@ -32,9 +32,11 @@ it into another library). A write rewrites the HNSW file (seconds at a million w
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import math
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -89,6 +91,18 @@ _CHUNK_COLUMNS = (
     "c.rowid, c.book_id, c.chunk_id, c.chapter_id, c.start, c.end, c.text, "
     "coalesce((SELECT title FROM chapters h WHERE h.book_id = c.book_id AND h.chapter_id = c.chapter_id), '')"
 )
+
+
+def usearch_index() -> Any:
+    """usearch's ``Index`` class. ONNX Runtime, when installed, is imported first: importing it after
+    usearch's native modules crashes the process (a segfault, measured with onnxruntime 1.32), and the
+    ``embedder: onnx`` encoder may load after an index was opened in the same process."""
+    if "onnxruntime" not in sys.modules and importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401
+
+    from usearch.index import Index
+
+    return Index
 
 
 def checkpoint(step: str) -> None:
@@ -538,8 +552,7 @@ class LibraryIndex:
             path = self.vectors_path(generation)
             if not path.exists():
                 return None
-            from usearch.index import Index
-
+            Index = usearch_index()
             try:
                 view = Index.restore(str(path), view=True)
             except Exception as exc:
@@ -765,8 +778,7 @@ class LibraryIndex:
     ) -> None:
         """The HNSW of ``generation``: the old one minus ``remove`` plus ``add`` (keys, vectors), written
         whole to a new file; when the old file is missing, every window (``everything()``) again."""
-        from usearch.index import Index
-
+        Index = usearch_index()
         old = self.vectors_path(old_generation)
         keys, vectors = add
         if old.exists():
@@ -930,8 +942,7 @@ class LibraryIndex:
     def rebuild_vectors(self) -> int:
         """Write the current generation's HNSW again from the stored vectors (a missing or damaged
         file); returns the number of windows indexed."""
-        from usearch.index import Index
-
+        Index = usearch_index()
         with self._reading() as conn:
             meta = self._meta(conn)
             keys, matrix = self._all_vectors(conn)
