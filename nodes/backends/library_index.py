@@ -43,7 +43,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,9 @@ from folio.nodes.text import (
     fts_tokens,
 )
 from folio.nodes.types import FolioError, Hit
+
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 FORMAT_VERSION = 2
 DATABASE = "library.sqlite"
@@ -93,16 +96,16 @@ _CHUNK_COLUMNS = (
 )
 
 
-def usearch_index() -> Any:
+def usearch_index() -> type[Index]:
     """usearch's ``Index`` class. ONNX Runtime, when installed, is imported first: importing it after
     usearch's native modules crashes the process (a segfault, measured with onnxruntime 1.32), and the
     ``embedder: onnx`` encoder may load after an index was opened in the same process."""
     if "onnxruntime" not in sys.modules and importlib.util.find_spec("onnxruntime") is not None:
         import onnxruntime  # noqa: F401
 
-    from usearch.index import Index
+    from usearch.index import Index as UsearchIndex
 
-    return Index
+    return UsearchIndex
 
 
 def checkpoint(step: str) -> None:

@@ -144,7 +144,8 @@ def export_int8(model_dir: Path, target: Path) -> Path:
     try:
         _export_fp32(model_dir, work / "model.fp32.onnx")
         root = logging.getLogger()
-        level, _ = root.level, root.setLevel(logging.ERROR)  # its "consider pre-processing" advice
+        level = root.level
+        root.setLevel(logging.ERROR)  # not its "consider pre-processing" advice on stderr
         try:
             quantize_dynamic(
                 str(work / "model.fp32.onnx"),
