@@ -68,6 +68,11 @@ def text_windows(text: str, offsets: Sequence[tuple[int, int]], size: int) -> li
     return [text[offsets[a][0] : offsets[b - 1][1]] for a, b in spans]
 
 
+def query_prefix_for(model_dir: Path) -> str:
+    """The query instruction prefix its authors recommend for the model in ``model_dir`` ("" for none)."""
+    return next((p for k, p in QUERY_PREFIXES.items() if k in str(model_dir)), "")
+
+
 def resolve_model_dir(embedding_model: str) -> Path:
     """Map a config value to a local model directory, or raise a one-line FolioError."""
     name = ALIASES.get(embedding_model.lower(), embedding_model)
@@ -198,5 +203,5 @@ def load_encoder(embedding_model: str) -> Encoder:
         tokenizer=tokenizer,
         max_seq_length=max_seq,
         dimension=dimension,
-        query_prefix=next((p for k, p in QUERY_PREFIXES.items() if k in str(model_dir)), ""),
+        query_prefix=query_prefix_for(model_dir),
     )

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from folio.nodes.backends.encoder import ALIASES, QUERY_PREFIXES, Encoder, resolve_model_dir
+from folio.nodes.backends.encoder import ALIASES, Encoder, query_prefix_for, resolve_model_dir
 from folio.nodes.types import FolioError
 
 # What the stored model is made with; any change names a new folder (and a new model id). Measured on
@@ -172,12 +172,24 @@ class OnnxSentenceModel:
     """An ONNX Runtime session with the ``encode`` call of a sentence-transformers model (what
     ``Encoder.encode`` uses): tokenise with padding to the batch's longest text, run, pool, normalise."""
 
-    def __init__(self, model_file: Path, tokenizer: Any, max_seq: int, pooling: str, threads: int) -> None:
+    def __init__(
+        self,
+        model_file: Path,
+        tokenizer: Any,
+        max_seq: int,
+        pooling: str,
+        threads: int,
+        spinning: bool = False,
+    ) -> None:
         ort = _require_onnxruntime()
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = max(1, threads)
         options.inter_op_num_threads = 1
+        if (
+            not spinning
+        ):  # idle threads sleep instead of spinning: on a shared machine spinning costs wall time
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self.session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
         except Exception as exc:
@@ -246,5 +258,5 @@ def load_onnx_encoder(embedding_model: str, model_cache_dir: str | None, threads
         tokenizer=tokenizer,
         max_seq_length=max_seq,
         dimension=int(probe.shape[1]),
-        query_prefix=next((p for k, p in QUERY_PREFIXES.items() if k in str(model_dir)), ""),
+        query_prefix=query_prefix_for(model_dir),
     )
