@@ -62,7 +62,9 @@ def test_version_is_also_an_option_of_the_full_parser(capsys):
     assert capsys.readouterr().out.startswith("folio ")
 
 
-HEAVY = ("torch", "transformers", "sentence_transformers", "onnxruntime", "matplotlib", "sklearn")
+# onnxruntime is left out: opening the vector index imports it first when installed (a segfault otherwise,
+# nodes.backends.library_index.usearch_index), about 0.1 s of CPU.
+HEAVY = ("torch", "transformers", "sentence_transformers", "matplotlib", "sklearn")
 
 
 def _imported_heavy(args: list[str]) -> tuple[int, list[str]]:
