@@ -12,8 +12,9 @@ import os
 from typing import Any
 
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
-# Hamilton's decorators import every installed plugin they know (matplotlib among them, which writes a
-# font cache under $HOME); Folio uses none of them, so nothing is written outside the library.
+# Hamilton imports every installed plugin library it knows (sklearn, dask.dataframe, matplotlib, pandas
+# extensions...) when its function modifiers load: 4-5 s of `folio books`, and matplotlib writes a font
+# cache under $HOME. Folio uses none of them, so nothing is written outside the library.
 os.environ.setdefault("HAMILTON_AUTOLOAD_EXTENSIONS", "0")
 
 _EXPORTS = {

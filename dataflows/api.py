@@ -21,8 +21,6 @@ from typing import Any
 
 from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
-from folio.dataflows.parallel import ingest_books
-from folio.dataflows.registry import execute
 from folio.nodes.backends.progress import NullProgress, Progress
 from folio.nodes.types import ConceptMatches, FolioError, Hit, StagedBook
 
@@ -99,6 +97,8 @@ def ingest(
     ``executor`` (``dataflows.parallel``), one book or ``workers: 1`` in-process. With ``cache``
     (default), unchanged work is reused from the library's node-result cache.
     """
+    from folio.dataflows.parallel import ingest_books  # Hamilton's driver: not for `folio books`
+
     lib = resolve_library(library)
     overrides: dict[str, Any] = {"chunk_profile": profile} if profile else {}
     cfg = resolve_config(config, overrides)
@@ -128,6 +128,8 @@ def search(
     config: str | Path | Mapping[str, Any] | None = None,
 ) -> list[Hit]:
     """Search the library (or one book, or some chapters) by words, meaning, or both."""
+    from folio.dataflows.registry import execute  # Hamilton's driver: not for `folio books`
+
     lib = resolve_library(library)
     overrides: dict[str, Any] = {}
     if mode:
@@ -149,7 +151,12 @@ def search(
         "search",
         cfg,
         ["search_results"],
-        inputs={"query": query, "book_stores": tuple(stores), "chapter_ids": chapter_ids},
+        inputs={
+            "query": query,
+            "book_stores": tuple(stores),
+            "chapter_ids": chapter_ids,
+            "model_cache_dir": str(lib.model_cache_dir),
+        },
     )
     return list(result["search_results"])
 

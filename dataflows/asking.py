@@ -39,7 +39,7 @@ from hamilton import driver
 
 from folio.dataflows.config import load_config, switches
 from folio.dataflows.library import Library
-from folio.dataflows.registry import driver_for, settings_inputs
+from folio.dataflows.registry import driver_for, execute, settings_inputs
 from folio.nodes import (
     source_fusion,
 )
@@ -150,20 +150,21 @@ def _library(library: str | Path | Library | None) -> tuple[Library, dict, dict]
         return _LIBRARIES[key]
 
 
-def query_encoder(cfg: Mapping[str, Any]) -> tuple[Any, str | None]:
-    """The query encoder (loaded once), or None and why (lexical-only then)."""
+def query_encoder(cfg: Mapping[str, Any], library: Library | None = None) -> tuple[Any, str | None]:
+    """The query encoder of ``cfg``'s ``embedder`` (loaded once; an ONNX model is stored in ``library``'s
+    cache), or None and why (lexical-only then)."""
     if cfg.get("search_mode") == "lexical":
         return None, "search_mode is lexical"
-    model = (str(cfg.get("embedding_model")), str(cfg.get("encoder_precision", "auto")))
+    models = None if library is None else str(library.model_cache_dir)
+    key = f"{cfg.get('embedder')}:{cfg.get('embedding_model')}:{cfg.get('encoder_precision')}:{models}"
     with _LOCK:
-        if model not in _ENCODERS:
+        if key not in _ENCODERS:
             try:
-                from folio.nodes.backends.encoder import load_encoder
-
-                _ENCODERS[model] = load_encoder(*model)
+                inputs = {"model_cache_dir": models}
+                _ENCODERS[key] = execute("search", cfg, ["encoder"], inputs=inputs)["encoder"]
             except Exception as exc:  # degraded mode: lexical only
-                _ENCODERS[model] = exc
-    value = _ENCODERS[model]
+                _ENCODERS[key] = exc
+    value = _ENCODERS[key]
     return (None, f"{type(value).__name__}: {value}") if isinstance(value, Exception) else (value, None)
 
 
@@ -196,7 +197,7 @@ def ask(
             str(lib.path),
             "nothing to ask: the library has no books (folio ingest PATH) and no other source is configured",
         )
-    encoder, why = query_encoder(cfg)
+    encoder, why = query_encoder(cfg, lib)
     dr = ask_driver(cfg)
     inputs = {
         **settings_inputs(dr, cfg),

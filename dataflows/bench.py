@@ -5,7 +5,8 @@ encoder is already loaded; then the raw encoder time for exactly the same window
 their ratio, peak RSS, chunk and window counts, and search latency p50/p95 (query encoding included)
 over 100 queries for lexical, semantic and hybrid search. The ``http`` section (``dataflows.serve_bench``)
 asks over HTTP against a real ``folio serve``: one client's p50/p95 and 8 concurrent clients'
-throughput. Other sections (Kiwix, ask, re-ingest)
+throughput. The ``speed`` section (``dataflows.speed_bench``) puts the int8 ONNX encoder beside torch fp32 on
+the same windows and times the CLI's start-up. Other sections (Kiwix, ask, re-ingest)
 are added by the modules that own them when present. The scaling section (``dataflows.scaling``:
 libraries of 10, 100 and 1,000 small books, search latency, open files, RSS, adding a book, the HNSW
 scalar kinds) writes its table and plot to ``--plots``. ``--only SECTION`` runs one section.
@@ -41,6 +42,7 @@ from folio.dataflows.parallel import ingest_books
 from folio.dataflows.registry import execute
 from folio.dataflows.scaling import scaling_bench
 from folio.dataflows.serve_bench import http_bench
+from folio.dataflows.speed_bench import speed_bench
 from folio.nodes import kiwix, source_fusion
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.encoder import load_encoder
@@ -56,7 +58,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling")
+SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling", "speed")
 
 
 def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
@@ -481,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
             "library_ingest": lambda: library_bench(data_dir),
             "ask": lambda: ask_bench(data_dir),
             "http": lambda: http_bench(data_dir),
+            "speed": lambda: speed_bench(data_dir),
             "scaling": lambda: scaling_bench(
                 data_dir,
                 scaling_work,

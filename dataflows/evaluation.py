@@ -169,7 +169,13 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
 
         def searcher(question: str, store: BookStore) -> Sequence[Hit]:
             out = searcher_driver.execute(
-                ["search_results"], inputs={"query": question, "book_stores": (store,), "chapter_ids": None}
+                ["search_results"],
+                inputs={
+                    "query": question,
+                    "book_stores": (store,),
+                    "chapter_ids": None,
+                    "model_cache_dir": str(lib.model_cache_dir),
+                },
             )
             return out["search_results"]
 
@@ -177,15 +183,15 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
             overrides: dict[str, Any] = {"web_sources": {}}
             if store is not None:
                 run_cfg = book_cfg
-                encoder, _ = query_encoder(cfg)
+                encoder, _ = query_encoder(cfg, lib)
                 book_stores, concept_maps = {store.book_id: store}, {store.book_id: maps[store.book_id]}
             elif item.kind == "library":
                 run_cfg = book_cfg
-                encoder, _ = query_encoder(cfg)
+                encoder, _ = query_encoder(cfg, lib)
                 book_stores, concept_maps = dict(by_id), dict(maps)
             else:  # as a user asks: the library's books beside the archives, the router decides
                 run_cfg = cfg
-                encoder = query_encoder(cfg)[0] if by_id else None
+                encoder = query_encoder(cfg, lib)[0] if by_id else None
                 book_stores, concept_maps = dict(by_id), dict(maps)
                 overrides["kiwix_backend"] = kiwix.open()
             dr = ask_driver(run_cfg)

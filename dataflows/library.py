@@ -112,6 +112,7 @@ class Library:
         self.staging_dir = self.path / "staging"
         self.trash_dir = self.path / "trash"
         self.cache_dir = self.path / "cache"
+        self.model_cache_dir = self.cache_dir / "models"  # derived encoders (the ONNX int8 export)
         self.catalog_path = self.path / "catalog.duckdb"
         self.database_path = self.path / DATABASE
         self._key = str(self.path.resolve())

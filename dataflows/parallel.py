@@ -1,7 +1,8 @@
 """Library-scale ingest: the library DAG (``nodes.collection``) on an executor chosen by config.
 
-``executor: local`` runs the books on a process pool sized by ``workers`` (default: the cores this
-process may use), each worker limited to ``cores // workers`` torch threads; ``executor: dask`` runs
+``executor: local`` runs the books on a process pool sized by ``workers`` (default: one per 4 cores this
+process may use, ``backends.workers.default_workers``: one worker's encoder keeps several cores busy, so
+2 cores ingest in-process), each worker limited to ``cores // workers`` torch threads; ``executor: dask`` runs
 the same DAG on ``dask.distributed`` (``dask_scheduler``, or a ``LocalCluster`` of ``workers``
 processes when it is null). A single book, or ``workers: 1``, runs in-process (no start-up cost).
 
@@ -297,6 +298,7 @@ def ingest_one_book(
                 "staging_dir": str(staging),
                 "embedding_cache": window_cache,
                 "progress": progress,
+                "model_cache_dir": str(cache_lib.model_cache_dir),
             }
             result = dr.execute(["staged_book"], inputs={**settings_inputs(dr, config), **inputs})
         finally:

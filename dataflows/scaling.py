@@ -496,8 +496,9 @@ def scalar_kind_measurement(
     recall of the candidates Folio re-scores (``LibraryIndex.semantic`` takes ``max(4k, k+16)``), the
     agreement of Folio's final top-``k`` chunks (exact re-scoring) with the exact top-``k`` chunks, and
     the semantic search time (``LibraryIndex.semantic``, query vector given)."""
-    from usearch.index import Index
+    from folio.nodes.backends.library_index import usearch_index
 
+    Index = usearch_index()
     out: dict[str, dict[str, Any]] = {}
     for dtype, path in libraries.items():
         keys, rowids, matrix, chunk_ids = _window_matrix(path)

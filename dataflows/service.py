@@ -186,7 +186,7 @@ class Service:
         """Load what the first request would (library index, encoder, drivers, Kiwix backend, LLM
         connection), so no caller pays it; torch to ``QUERY_THREADS`` threads when the encoder loads."""
         self.library.descriptors()
-        if query_encoder(self.config)[0] is not None:
+        if query_encoder(self.config, self.library)[0] is not None:
             limit_torch_threads(QUERY_THREADS)
         shared_resources(self.config, ask_driver(self.config))
 
@@ -281,7 +281,7 @@ class Service:
     def book_tools(self, limit: int = TOOL_CALLS_PER_REQUEST) -> BookTools:
         """The agent's book tools over every book, with a budget of ``limit`` calls (one request)."""
         stores, maps = self._books_in_play()
-        encoder, _why = query_encoder(self.config)
+        encoder, _why = query_encoder(self.config, self.library)
         return BookTools(
             stores, maps, encoder, ToolBudget(limit), Session(), k=int(self.config.get("search_k") or 10)
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from folio.nodes.backends.encoder import Encoder
+from folio.nodes.backends.encoder import Encoder, window_ranges
 from folio.nodes.types import Chunk, FolioError, Manifest, Window
 
 PROFILES = {"narrative": 800, "technical": 512, "poetry": 1024}
@@ -66,22 +66,6 @@ def _token_spans(
     return spans
 
 
-def _windows_of(offsets: Sequence[tuple[int, int]], size: int, overlap: int) -> list[tuple[int, int]]:
-    """Token index ranges ``[a, b)`` covering all tokens with windows of at most ``size`` tokens."""
-    n = len(offsets)
-    if n <= size:
-        return [(0, n)] if n else []
-    stride = max(1, size - overlap)
-    out = []
-    a = 0
-    while True:
-        b = min(n, a + size)
-        out.append((a, b))
-        if b >= n:
-            return out
-        a += stride
-
-
 def chunk_size(chunk_profile: str = "narrative", chunk_tokens: int | None = None) -> int:
     """Chunk size in tokens: the explicit ``chunk_tokens`` or the profile's size."""
     if chunk_tokens:
@@ -125,7 +109,7 @@ def windows(
     out: list[Window] = []
     for chunk in chunks:
         offsets = encoder.token_offsets(chunk.text)
-        for a, b in _windows_of(offsets, size, min(window_overlap_tokens, size // 2)):
+        for a, b in window_ranges(len(offsets), size, min(window_overlap_tokens, size // 2)):
             s, e = offsets[a][0], offsets[b - 1][1]
             out.append(
                 Window(

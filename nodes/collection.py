@@ -9,7 +9,8 @@ pool or a Dask cluster. The swap into the library happens in the driver's proces
 back (``dataflows.parallel.BookInstaller``), never here.
 
 Config keys: ``executor`` (variant key: ``local`` | ``dask``) selects ``worker_threads``; ``workers``
-(pool size, null = the cores) and ``dask_scheduler`` size it. Inputs: ``source_files``,
+(pool size, null = one per 4 cores: ``backends.workers.default_workers``) and ``dask_scheduler``
+size it. Inputs: ``source_files``,
 ``book_ingester`` (a picklable callable ``(book file, progress) -> BookOutcome`` that carries the
 library, the ingest config and the cache library; this module never imports ``dataflows``) and
 ``progress``.

@@ -29,7 +29,7 @@ QA = DATA_DIR / "qa"
 # The fast tier. Fixtures that load the encoder or ingest a book, directly or through another fixture
 # (pytest's ``item.fixturenames`` is the closure: a fixture built on ``alice_library`` counts too);
 # ``stored_book`` (test_concepts) picks a ``*_library`` fixture by name at run time.
-MODEL_FIXTURES = frozenset({"encoder", "alice_copy", "stored_book"})
+MODEL_FIXTURES = frozenset({"encoder", "alice_copy", "stored_book", "onnx_minilm"})
 # Tests that load the encoder or ingest without one of those fixtures (in the test body, or in worker
 # processes), as ``module::test``. Found by running ``pytest -m "not model" --forbid-model --durations=0``.
 MODEL_TESTS = frozenset(

@@ -229,7 +229,11 @@ def test_ask_answers_from_the_good_zim_beside_a_damaged_one_with_a_note(tmp_path
 
     damaged = _damaged_zim(tmp_path, "damaged", "start")
     question, good = "Who was Ray Charles?", str(ZIMS / f"{RC_MINI}.zim")
-    env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "FOLIO_SEARCH_MODE": "lexical"}  # empty library: no model
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_DIR),
+        "FOLIO_SEARCH_MODE": "lexical",
+    }  # empty library: no model
     args = ["ask", question, "--library", str(tmp_path / "lib"), "--zim", str(damaged), good]
     out = subprocess.run(
         [sys.executable, "-m", "folio.dataflows.cli", *args],

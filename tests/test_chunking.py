@@ -2,7 +2,7 @@ from itertools import pairwise
 
 import pytest
 
-from folio.nodes.chunking import _token_spans, _windows_of, chunk_size, chunks, windows
+from folio.nodes.chunking import _token_spans, chunk_size, chunks, windows
 from folio.nodes.types import Chapter, FolioError, Manifest
 
 
@@ -39,14 +39,6 @@ def test_token_spans_snap_to_sentence_end():
     spans = _token_spans(_word_offsets(text), text, size=10, overlap=0)
     first_end = _word_offsets(text)[spans[0][1] - 1][1]
     assert text[:first_end].endswith("ii.")
-
-
-def test_windows_cover_all_tokens_with_overlap():
-    offsets = [(i, i + 1) for i in range(600)]
-    ws = _windows_of(offsets, 248, 32)
-    assert ws[0] == (0, 248) and ws[-1][1] == 600
-    assert all(b - a <= 248 for a, b in ws)
-    assert all(ws[i + 1][0] == ws[i][1] - 32 for i in range(len(ws) - 1))
 
 
 def test_chunks_round_trip_offsets_and_never_cross_chapters(encoder):

@@ -1,5 +1,6 @@
 """The `folio` command line: cache and concepts commands, one-line errors, --version."""
 
+import ast
 import json
 import subprocess
 import sys
@@ -79,3 +80,39 @@ def test_ingest_refuses_a_fifo_a_device_and_a_newline_name_each_on_one_line(tmp_
         "folio: /dev/zero: a device, not a book file: only regular files are read",
         f"folio: {tmp_path}/odd\\nname.txt: not a text or EPUB file: looks like a PNG image",
     ]
+
+
+# onnxruntime is left out: opening the vector index imports it first when installed (a segfault otherwise,
+# nodes.backends.library_index.usearch_index), about 0.1 s of CPU.
+HEAVY = ("torch", "transformers", "sentence_transformers", "matplotlib", "sklearn")
+
+
+def _imported_heavy(args: list[str]) -> tuple[int, list[str]]:
+    """Run ``folio ARGS`` in a fresh process; its exit status and which heavy modules it imported."""
+    code = (
+        "import sys\nfrom folio.dataflows.cli import main\n"
+        f"try:\n    rc = main({args!r})\nexcept SystemExit as e:\n    rc = e.code\n"
+        f"print('heavy:', [m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n"
+        "sys.exit(rc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("heavy: "), out.stderr[-2000:]
+    return out.returncode, ast.literal_eval(last.removeprefix("heavy: "))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["books"], ["cache", "info"], ["experiment", "show"], ["search", "x", "--help"]],
+    ids=["help", "books", "cache-info", "experiment-show", "search-help"],
+)
+def test_commands_that_need_no_model_import_no_model_library(args, tmp_path):
+    rc, heavy = _imported_heavy([*args, "--library", str(tmp_path / "lib")] if args[0] != "--help" else args)
+    assert rc in (0, 1) and heavy == []
+
+
+def test_lexical_search_over_a_real_library_imports_no_model_library(alice_library):
+    rc, heavy = _imported_heavy(
+        ["search", "White Rabbit", "--mode", "lexical", "--library", str(alice_library)]
+    )
+    assert rc == 0 and heavy == []

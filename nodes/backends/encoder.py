@@ -13,7 +13,11 @@ fp32, 1e-4 in bf16: other padding), far below any score difference that orders s
 365 answers are the same either way).
 
 The encoder window (``max_seq_length``: 256 for MiniLM, 512 for bge) bounds what one vector can see:
-callers split text into windows that fit (``window_tokens``) and never rely on silent truncation.
+callers split text into windows that fit (``window_tokens``) and never rely on silent truncation; a
+query longer than one window is embedded as overlapping windows whose vectors are averaged, like a chunk.
+
+Two runtimes share the tokenizer, windows and pooling: sentence-transformers on torch (``load_encoder``)
+and ONNX Runtime int8 (``nodes.backends.onnx_encoder``), whose model id says so (caches never mix them).
 
 ``encoder_precision`` picks the arithmetic of the transformer layers: ``fp32``, ``bf16`` (weights and
 matrix products in bfloat16; pooling and normalisation stay float32), or ``auto`` = ``bf16`` on a CPU
@@ -75,6 +79,36 @@ def unit_means(vectors: np.ndarray, group_index: np.ndarray, n_groups: int) -> n
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (sums / norms).astype(np.float32)
+
+
+def window_ranges(n_tokens: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Token index ranges ``[a, b)`` covering ``n_tokens`` tokens with windows of at most ``size`` tokens,
+    consecutive windows sharing ``overlap`` tokens (chunks and long queries are windowed alike)."""
+    if n_tokens <= size:
+        return [(0, n_tokens)] if n_tokens else []
+    stride = max(1, size - overlap)
+    out = []
+    a = 0
+    while True:
+        b = min(n_tokens, a + size)
+        out.append((a, b))
+        if b >= n_tokens:
+            return out
+        a += stride
+
+
+def text_windows(text: str, offsets: Sequence[tuple[int, int]], size: int) -> list[str]:
+    """``text`` cut into windows of at most ``size`` tokens (overlapping by a quarter), given its token
+    offsets; the whole text when it fits one window."""
+    if len(offsets) <= size:
+        return [text]
+    spans = window_ranges(len(offsets), size, size // 4)
+    return [text[offsets[a][0] : offsets[b - 1][1]] for a, b in spans]
+
+
+def query_prefix_for(model_dir: Path) -> str:
+    """The query instruction prefix its authors recommend for the model in ``model_dir`` ("" for none)."""
+    return next((p for k, p in QUERY_PREFIXES.items() if k in str(model_dir)), "")
 
 
 def resolve_model_dir(embedding_model: str) -> Path:
@@ -166,7 +200,22 @@ class Encoder:
         return out
 
     def encode_query(self, query: str) -> np.ndarray:
-        return self.encode([self.query_prefix + query])[0]
+        """The query's vector; a query longer than one encoder window is the normalised mean of its
+        windows' vectors (never silently truncated)."""
+        size = self.window_tokens - self.count_tokens(self.query_prefix)
+        parts = text_windows(query, self.token_offsets(query), max(8, size))
+        vectors = self.encode([self.query_prefix + p for p in parts])
+        if len(parts) == 1:
+            return vectors[0]
+        return unit_means(vectors, np.zeros(len(parts), dtype=np.int64), 1)[0]
+
+
+def quiet_transformers() -> None:
+    """No third-party progress bars ("Loading weights") or info logs: Folio draws its own bar."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 def _float32_tokens(module: Any, args: Any, features: dict[str, Any]) -> dict[str, Any]:
@@ -192,6 +241,7 @@ def _load_encoder(embedding_model: str, precision: str) -> Encoder:
         raise FolioError(
             "embedder", "sentence-transformers is missing: pip install sentence-transformers"
         ) from None
+    quiet_transformers()
     try:
         model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
@@ -215,7 +265,7 @@ def _load_encoder(embedding_model: str, precision: str) -> Encoder:
         tokenizer=tokenizer,
         max_seq_length=max_seq,
         dimension=dimension,
-        query_prefix=next((p for k, p in QUERY_PREFIXES.items() if k in str(model_dir)), ""),
+        query_prefix=query_prefix_for(model_dir),
         precision=precision,
     )
 
@@ -255,4 +305,8 @@ def remembered_query(encoder: Any, query: str) -> np.ndarray:
     """``encoder.encode_query(query)`` through ``remembered_encode`` (a test double is simply called)."""
     if not isinstance(getattr(encoder, "model_id", None), str):
         return np.asarray(encoder.encode_query(query))
-    return remembered_encode(encoder, [encoder.query_prefix + query])[0]
+    text = encoder.query_prefix + query
+    count = getattr(encoder, "count_tokens", None)
+    if count is not None and count(text) > encoder.window_tokens:  # windows, like a chunk: not remembered
+        return np.asarray(encoder.encode_query(query))
+    return remembered_encode(encoder, [text])[0]

@@ -32,16 +32,18 @@ it into another library). A write rewrites the HNSW file (seconds at a million w
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import math
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,6 +55,9 @@ from folio.nodes.text import (
     fts_tokens,
 )
 from folio.nodes.types import FolioError, Hit
+
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 FORMAT_VERSION = 2
 DATABASE = "library.sqlite"
@@ -119,6 +124,18 @@ def descriptor_problem(book_id: str, raw: str | bytes) -> str | None:
     if not all(isinstance(c, dict) and {"chapter_id", "title"} <= set(c) for c in descriptor["chapters"]):
         return "its descriptor has a chapter without id or title"
     return None
+
+
+def usearch_index() -> type[Index]:
+    """usearch's ``Index`` class. ONNX Runtime, when installed, is imported first: importing it after
+    usearch's native modules crashes the process (a segfault, measured with onnxruntime 1.32), and the
+    ``embedder: onnx`` encoder may load after an index was opened in the same process."""
+    if "onnxruntime" not in sys.modules and importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401
+
+    from usearch.index import Index as UsearchIndex
+
+    return UsearchIndex
 
 
 def checkpoint(step: str) -> None:
@@ -617,8 +634,7 @@ class LibraryIndex:
             path = self.vectors_path(generation)
             if not path.exists():
                 return None
-            from usearch.index import Index
-
+            Index = usearch_index()
             try:
                 view = Index.restore(str(path), view=True)
             except Exception as exc:
@@ -844,8 +860,7 @@ class LibraryIndex:
     ) -> None:
         """The HNSW of ``generation``: the old one minus ``remove`` plus ``add`` (keys, vectors), written
         whole to a new file; when the old file is missing, every window (``everything()``) again."""
-        from usearch.index import Index
-
+        Index = usearch_index()
         old = self.vectors_path(old_generation)
         keys, vectors = add
         if old.exists():
@@ -1009,8 +1024,7 @@ class LibraryIndex:
     def rebuild_vectors(self) -> int:
         """Write the current generation's HNSW again from the stored vectors (a missing or damaged
         file); returns the number of windows indexed."""
-        from usearch.index import Index
-
+        Index = usearch_index()
         with self._reading() as conn:
             meta = self._meta(conn)
             keys, matrix = self._all_vectors(conn)
