@@ -115,7 +115,7 @@ ENV_PREFIX = "FOLIO_"
 # Allowed values of the switches and of the settings that are names (``tests/test_config.py`` checks
 # them against the ``@config.when`` variants of the DAG modules).
 CHOICES: dict[str, tuple[Any, ...]] = {
-    "embedder": ("sentence_transformers",),
+    "embedder": ("sentence_transformers", "onnx"),
     "kiwix": ("libzim", "http", "none"),
     "llm": ("none", "openai"),
     "executor": ("local", "dask"),
