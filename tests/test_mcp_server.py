@@ -239,7 +239,8 @@ def test_stdio_lists_every_tool_with_the_agent_mode_schemas(stdio_transcript: Tr
 
 def test_stdio_stdout_carries_only_the_protocol(stdio_transcript: Transcript) -> None:
     assert stdio_transcript.stream_errors == []
-    assert "Loading weights" in stdio_transcript.stderr  # the encoder's bar went to stderr
+    assert "Traceback" not in stdio_transcript.stderr
+    assert "Loading weights" not in stdio_transcript.stderr  # no third-party progress bar at all
 
 
 def test_stdio_text_search_finds_the_chapter_and_chunk_get_returns_its_stored_text(
