@@ -507,6 +507,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _broken_pipe()
     except Exception as exc:  # the last resort: one line, never a traceback
+        from folio.nodes.types import interrupted
+
+        if interrupted(exc):  # a Ctrl-C that a library's clean-up turned into its own error
+            _err("interrupted")
+            return 130
         return _internal_error(exc)
 
 

@@ -47,7 +47,7 @@ from folio.dataflows.registry import build, driver_for, settings_inputs
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.progress import BarProgress, Progress
 from folio.nodes.backends.workers import available_cores, pool_size
-from folio.nodes.types import BookOutcome, FolioError, StagedBook
+from folio.nodes.types import BookOutcome, FolioError, StagedBook, interrupted
 
 POLL_SECONDS = 0.05
 EXECUTORS = ("local", "dask")
@@ -380,6 +380,8 @@ def ingest_books(
     try:
         dr.execute(["book_outcomes"], inputs={**settings_inputs(dr, config), **inputs})
     except Exception as exc:  # a worker died: finished books stay installed, the rest fail with the reason
+        if interrupted(exc):
+            raise KeyboardInterrupt from exc
         reason = (
             f"ingest aborted: {type(exc).__name__}: "
             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"

@@ -29,7 +29,7 @@ from hamilton.htypes import Collect, Parallelizable
 
 from folio.nodes.backends.progress import Progress
 from folio.nodes.backends.workers import available_cores, limit_torch_threads, pool_size, threads_per_worker
-from folio.nodes.types import BookOutcome, FolioError
+from folio.nodes.types import BookOutcome, FolioError, interrupted
 
 
 def _failure(path: str, exc: BaseException) -> BookOutcome:
@@ -72,12 +72,14 @@ def book_outcome(
 ) -> BookOutcome:
     """One book staged by ``book_ingester(book_file, progress)`` (the per-book ingest DAG), or its error.
 
-    Never raises: any failure becomes the book's one-line error.
+    Never raises but for Ctrl-C: any failure becomes the book's one-line error.
     """
     limit_torch_threads(worker_threads)
     try:
         return book_ingester(book_file, progress)
-    except Exception as exc:  # one bad book never stops the others
+    except Exception as exc:  # one bad book never stops the others; Ctrl-C stops them all
+        if interrupted(exc):
+            raise KeyboardInterrupt from exc
         return _failure(book_file, exc)
 
 

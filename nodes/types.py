@@ -90,6 +90,19 @@ class Deadline:
         return left if timeout is None else min(float(timeout), left)
 
 
+def interrupted(exc: BaseException) -> bool:
+    """``exc`` is, or was raised while handling, a Ctrl-C (``KeyboardInterrupt``): a library's clean-up
+    hook (Hamilton's cache adapter asserts) may replace the interrupt with its own error on the way out."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 @dataclass(frozen=True)
 class RawChapter:
     """A chapter as parsed from the source: title and plain text (paragraphs separated by blank lines)."""

@@ -418,3 +418,17 @@ def test_ctrl_c_during_an_ingest_leaves_the_library_as_it_was(alice_copy, data_d
     assert err.decode().strip().splitlines()[-1] == "folio: interrupted" and b"Traceback" not in err
     assert not any((alice_copy / "staging").iterdir())  # nothing half-written is left behind
     assert _snapshot(alice_copy) == before
+
+
+def test_an_interrupt_is_found_behind_the_error_a_clean_up_hook_raised():
+    from folio.nodes.types import interrupted
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise AssertionError  # noqa: B904 - what Hamilton's cache adapter raises on its way out
+    except AssertionError as exc:
+        assert interrupted(exc)
+    assert not interrupted(ValueError("plain"))
+    assert interrupted(KeyboardInterrupt())
