@@ -52,7 +52,7 @@ RESOURCES = ("kiwix_backend", "llm_connection")  # expensive: created once per p
 
 _RESOURCES: dict[tuple[str, str], Any] = {}
 _LIBRARIES: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Library, dict, dict]] = {}
-_ENCODERS: dict[tuple[str, str], Any] = {}
+_ENCODERS: dict[str, Any] = {}
 _LOCK = threading.RLock()
 
 
