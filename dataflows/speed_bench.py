@@ -124,13 +124,13 @@ def speed_bench(data_dir: str | os.PathLike[str], book: str = BOOK) -> dict[str,
     from folio.nodes.backends.onnx_encoder import load_onnx_encoder
 
     source = Path(data_dir) / book
-    torch_cfg = load_config(overrides={"workers": 1})
+    torch_cfg = load_config(overrides={"workers": 1, "encoder_precision": "fp32"})  # the baseline
     onnx_file = CONFIG_DIR / "onnx.yaml"
     onnx_cfg = load_config(onnx_file, overrides={"workers": 1})
     out: dict[str, Any] = {"load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory(prefix="folio-speed-bench-") as tmp:
         torch_lib, onnx_lib = Library(Path(tmp) / "torch"), Library(Path(tmp) / "onnx")
-        torch_encoder = load_encoder(str(torch_cfg["embedding_model"]))
+        torch_encoder = load_encoder(str(torch_cfg["embedding_model"]), "fp32")
         t0 = time.perf_counter()
         onnx_encoder = load_onnx_encoder(str(onnx_cfg["embedding_model"]), str(onnx_lib.model_cache_dir))
         out["onnx_export_s"] = round(time.perf_counter() - t0, 2)
