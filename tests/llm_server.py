@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +22,7 @@ import httpx
 import pytest
 
 from folio.dataflows.measuring import free_port
+from tests.servers import stop_by_pid
 
 CHAT_FORMAT = "chatml-function-calling"
 MODEL_NAME = "smollm2-135m"
@@ -59,13 +58,7 @@ class LlamaServer:
 
     def stop(self) -> None:
         """End the server by its PID and wait for it."""
-        if self.process.poll() is None:
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+        stop_by_pid(self.process, 10)
 
 
 def _smoke(server: LlamaServer) -> None:

@@ -44,6 +44,18 @@ def dead_url() -> str:
 # --- kiwix-serve ----------------------------------------------------------------------------------
 
 
+def stop_by_pid(process: subprocess.Popen[bytes], wait_seconds: float) -> None:
+    """SIGTERM a server started by a test (by its PID), SIGKILL it if it has not exited in
+    ``wait_seconds``, and reap it."""
+    if process.poll() is None:
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=wait_seconds)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=wait_seconds)
+
+
 @dataclass
 class KiwixServe:
     """A running kiwix-serve process."""
@@ -54,13 +66,7 @@ class KiwixServe:
 
     def stop(self) -> None:
         """Kill the server (by its PID) and wait for it to exit."""
-        if self.process.poll() is None:
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.process.wait(timeout=5)
+        stop_by_pid(self.process, 5)
 
     def __enter__(self) -> KiwixServe:
         return self
@@ -163,7 +169,37 @@ class Reply:
         return cls(body=body)
 
 
-class ScriptedLLMServer:
+class _BackgroundServer:
+    """A ``ThreadingHTTPServer`` on a free 127.0.0.1 port, served by a daemon thread; ``url`` is its base
+    URL; a context manager that stops it."""
+
+    _server: ThreadingHTTPServer
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ScriptedLLMServer(_BackgroundServer):
     """An OpenAI-compatible chat server that replays a script.
 
     Args:
@@ -183,13 +219,7 @@ class ScriptedLLMServer:
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.push(*script)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        self._serve(self._handler())
 
     @property
     def url(self) -> str:
@@ -207,17 +237,6 @@ class ScriptedLLMServer:
         """Append replies to the script."""
         with self._lock:
             self._script.extend(r if isinstance(r, Reply) else Reply.answer(r) for r in replies)
-
-    def close(self) -> None:
-        """Stop serving."""
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> ScriptedLLMServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _next(self, request: dict[str, Any], headers: dict[str, str]) -> Reply | None:
         with self._lock:
@@ -301,36 +320,6 @@ class ScriptedLLMServer:
 
 
 # --- slow HTTP server -----------------------------------------------------------------------------
-
-
-class _BackgroundServer:
-    """A ``ThreadingHTTPServer`` on a free 127.0.0.1 port, served by a daemon thread; ``url`` is its base
-    URL; a context manager that stops it."""
-
-    _server: ThreadingHTTPServer
-
-    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class SlowHTTPServer(_BackgroundServer):
