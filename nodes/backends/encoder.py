@@ -55,8 +55,8 @@ def native_bf16() -> bool:
     """Whether this CPU computes bfloat16 natively (AMX tiles or AVX512-BF16)."""
     import torch
 
-    cpu = torch.cpu
-    return bool(cpu._is_amx_tile_supported() or cpu._is_avx512_bf16_supported())
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")  # private: absent means "no"
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 
 
 def resolved_precision(encoder_precision: str) -> str:
