@@ -879,7 +879,7 @@ class LibraryIndex:
             )
             keys, vectors = everything()
         if len(keys):
-            index.add(keys.astype(np.uint64), np.ascontiguousarray(vectors, dtype=np.float32))
+            index.add(keys.astype(np.uint64), np.ascontiguousarray(vectors, dtype=np.float32), threads=1)
         target = self.vectors_path(generation)
         tmp = target.with_suffix(".usearch.tmp")
         index.save(str(tmp))
@@ -1037,7 +1037,7 @@ class LibraryIndex:
             connectivity=int(meta.get("connectivity", 16)),
             expansion_add=int(meta.get("expansion_add", 128)),
         )
-        index.add(keys.astype(np.uint64), matrix)
+        index.add(keys.astype(np.uint64), matrix, threads=1)
         target = self.vectors_path(int(meta["generation"]))
         tmp = target.with_suffix(".usearch.tmp")
         index.save(str(tmp))
