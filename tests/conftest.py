@@ -29,7 +29,7 @@ QA = DATA_DIR / "qa"
 # The fast tier. Fixtures that load the encoder or ingest a book, directly or through another fixture
 # (pytest's ``item.fixturenames`` is the closure: a fixture built on ``alice_library`` counts too);
 # ``stored_book`` (test_concepts) picks a ``*_library`` fixture by name at run time.
-MODEL_FIXTURES = frozenset({"encoder", "alice_copy", "stored_book", "onnx_minilm"})
+MODEL_FIXTURES = frozenset({"encoder", "alice_copy", "stored_book", "onnx_minilm", "minilm_dir"})
 # Tests that load the encoder or ingest without one of those fixtures (in the test body, or in worker
 # processes), as ``module::test``. Found by running ``pytest -m "not model" --forbid-model --durations=0``.
 MODEL_TESTS = frozenset(
@@ -69,7 +69,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--forbid-model",
         action="store_true",
-        help="fail any test that loads the sentence-transformers encoder in this process "
+        help="fail any test that loads the encoder (plain BERT or sentence-transformers) in this process "
         '(with -m "not model": checks that the fast tier needs no model)',
     )
 
@@ -78,10 +78,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--forbid-model"):
         import sentence_transformers
 
+        from folio.nodes.backends import bert
+
         def _forbidden(self: object, *args: object, **kwargs: object) -> None:
             raise RuntimeError("this test loads the encoder: add it to MODEL_TESTS in tests/conftest.py")
 
         sentence_transformers.SentenceTransformer.__init__ = _forbidden  # type: ignore[method-assign]
+        bert.PlainBertModel.__init__ = _forbidden  # type: ignore[method-assign]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

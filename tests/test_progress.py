@@ -27,3 +27,13 @@ def test_bar_draws_nothing_until_used():
     bar = BarProgress()
     bar.close()
     assert bar._bar is None
+
+
+def test_bar_never_passes_its_total_when_rounded_shares_add_up_to_more(recwarn):
+    bar = progress_for(False, _Tty())
+    bar.add_total(round(2.4))  # what a book announces: its windows' shares, rounded
+    bar.advance(1.2)
+    bar.advance(1.2)
+    assert bar._bar.n <= bar._bar.total and "100%" in str(bar._bar)
+    assert not [w for w in recwarn if "clamping frac" in str(w.message)]
+    bar.close()

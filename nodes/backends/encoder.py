@@ -16,8 +16,11 @@ The encoder window (``max_seq_length``: 256 for MiniLM, 512 for bge) bounds what
 callers split text into windows that fit (``window_tokens``) and never rely on silent truncation; a
 query longer than one window is embedded as overlapping windows whose vectors are averaged, like a chunk.
 
-Two runtimes share the tokenizer, windows and pooling: sentence-transformers on torch (``load_encoder``)
-and ONNX Runtime int8 (``nodes.backends.onnx_encoder``), whose model id says so (caches never mix them).
+Two runtimes share the tokenizer, windows and pooling: torch (``load_encoder``) and ONNX Runtime int8
+(``nodes.backends.onnx_encoder``), whose model id says so (caches never mix them). On torch, a plain BERT
+pipeline (MiniLM, bge: ``nodes.backends.bert``) runs in Folio's own few lines of torch, which give the
+same vectors as sentence-transformers (1.6e-7 apart in fp32) without importing it and transformers
+(about 3 s of every cold ``folio search``); any other model loads through sentence-transformers.
 
 ``encoder_precision`` picks the arithmetic of the transformer layers: ``fp32``, ``bf16`` (weights and
 matrix products in bfloat16; pooling and normalisation stay float32), or ``auto`` = ``bf16`` on a CPU
@@ -234,30 +237,30 @@ def _load_encoder(embedding_model: str, precision: str) -> Encoder:
     model_dir = resolve_model_dir(embedding_model)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from folio.nodes.backends.bert import plain_bert_model
+
     try:
-        from sentence_transformers import SentenceTransformer
         from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        plain = plain_bert_model(model_dir)
     except ImportError:
         raise FolioError(
-            "embedder", "sentence-transformers is missing: pip install sentence-transformers"
+            "embedder", "tokenizers or torch is missing: pip install sentence-transformers"
         ) from None
-    quiet_transformers()
-    try:
-        model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
-        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     except Exception as exc:
         raise FolioError(str(model_dir), f"cannot load the embedding model: {exc}") from None
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    model.eval()
-    if precision == "bf16":
-        import torch
-
-        model[0].to(torch.bfloat16)
-        model[0].register_forward_hook(_float32_tokens)
-    dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    dimension = int(dim_of() or 0)
-    max_seq = int(model.max_seq_length or 0)
+    model: Any
+    if plain is not None:
+        if precision == "bf16":
+            plain.to_bfloat16()
+        model, dimension, max_seq = plain, int(plain.settings["hidden"]), int(plain.max_seq_length)
+    else:
+        model = _sentence_transformer(model_dir, precision)
+        dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dimension, max_seq = int(dim_of() or 0), int(model.max_seq_length or 0)
     return Encoder(
         model_id=f"{ALIASES.get(embedding_model.lower(), embedding_model)}@{max_seq}",
         model_dir=model_dir,
@@ -268,6 +271,28 @@ def _load_encoder(embedding_model: str, precision: str) -> Encoder:
         query_prefix=query_prefix_for(model_dir),
         precision=precision,
     )
+
+
+def _sentence_transformer(model_dir: Path, precision: str) -> Any:
+    """Any other model, through sentence-transformers (about 3 s more to import here)."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise FolioError(
+            "embedder", "sentence-transformers is missing: pip install sentence-transformers"
+        ) from None
+    quiet_transformers()
+    try:
+        model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
+    except Exception as exc:
+        raise FolioError(str(model_dir), f"cannot load the embedding model: {exc}") from None
+    model.eval()
+    if precision == "bf16":
+        import torch
+
+        model[0].to(torch.bfloat16)
+        model[0].register_forward_hook(_float32_tokens)
+    return model
 
 
 _REMEMBERED: dict[str, OrderedDict[str, np.ndarray]] = {}

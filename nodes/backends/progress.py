@@ -52,7 +52,10 @@ class BarProgress(Progress):
 
     def advance(self, n: float) -> None:
         with self._lock:
-            self._ensure().update(n)
+            bar = self._ensure()
+            if bar.n + n > bar.total:  # announced totals are rounded: never past 100% (tqdm warns)
+                bar.total = bar.n + n
+            bar.update(n)
 
     def close(self) -> None:
         if self._bar is not None:
