@@ -174,7 +174,7 @@ class BookProcessPool(executors.TaskExecutor):
     def init(self) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(
-            ["folio.nodes.collection", "folio.dataflows.parallel", "sentence_transformers"]
+            ["folio.nodes.collection", "folio.dataflows.parallel", "folio.nodes.backends.bert", "torch"]
         )
         self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
         self.active = []
