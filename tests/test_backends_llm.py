@@ -347,6 +347,13 @@ def test_a_request_with_tools_sets_tool_choice_auto(llm: ScriptedLLMServer) -> N
     assert "tool_choice" not in llm.requests[1]
 
 
+def test_a_request_can_name_the_tool_to_call(llm: ScriptedLLMServer) -> None:
+    llm.push("a")
+    named = {"type": "function", "function": {"name": "f"}}
+    client(llm).chat(ASK, tools=[{"type": "function", "function": {"name": "f"}}], tool_choice=named)
+    assert llm.requests[0]["tool_choice"] == named
+
+
 def test_a_retried_request_spends_one_call_of_the_budget(llm: ScriptedLLMServer) -> None:
     spent: list[dict[str, Any]] = []
     llm.push(Reply.fail(503), Reply.fail(502), Reply.answer("third time"))

@@ -383,6 +383,7 @@ class OpenAIChatClient:
         response_format: dict[str, Any] | None = None,
         max_tokens: int | None = None,
         deadline: Any = None,
+        tool_choice: str | dict[str, Any] = "auto",
     ) -> ChatResult:
         """One chat completion (one call of ``on_call``, whatever the retries).
 
@@ -394,8 +395,11 @@ class OpenAIChatClient:
             response_format: an explicit ``response_format`` (overrides ``json_schema``).
             max_tokens: this reply's bound (default: the client's).
             deadline: overall bound of this call (default: the client's ``deadline``).
+            tool_choice: with ``tools``: "auto" (the model decides), or a named function to call.
         """
         payload = self._payload(messages, temperature, max_tokens, tools)
+        if tools:
+            payload["tool_choice"] = tool_choice
         if response_format is None and json_schema is not None:
             response_format = response_format_for("json_schema", json_schema)
         if response_format is not None:
