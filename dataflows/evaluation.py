@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from folio.dataflows.api import resolve_config as _config
 from folio.dataflows.api import resolve_library as _library
@@ -37,6 +37,8 @@ from folio.nodes import evaluation
 from folio.nodes.backends.book_store import BookStore
 from folio.nodes.backends.tools import Session
 from folio.nodes.types import Answer, Citation, FolioError, Hit
+
+T = TypeVar("T")
 
 OUTPUTS = ["eval_metrics", "eval_records"]
 
@@ -241,21 +243,33 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
             kiwix.close()
 
 
+def spread(items: Sequence[T], n: int | None) -> tuple[T, ...]:
+    """``n`` of ``items`` evenly spread over them, in order (the same ones every time); all when ``n`` is
+    None or not smaller than their count."""
+    if n is None or n >= len(items):
+        return tuple(items)
+    return tuple(items[(i * len(items)) // n] for i in range(n))
+
+
 def evaluate(
     qa_file: str | Path,
     library: str | Path | Library | None = None,
     config: str | Path | Mapping[str, Any] | None = None,
+    sample: int | None = None,
 ) -> EvalRun:
-    """Run the evaluation DAG for one question file against a library with one config."""
+    """Run the evaluation DAG for one question file against a library with one config; ``sample``: only
+    that many of its questions, evenly spread over the file (``spread``)."""
     lib = _library(library)
     cfg = _config(config, {})
     cfg["search_k"] = max(int(cfg.get("search_k") or 10), 10)
-    items = evaluation.qa_items(str(qa_file))
+    items = spread(evaluation.qa_items(str(qa_file)), sample)
     if any(i.kind in ("book", "library") for i in items) and not lib.descriptors():
         raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
     dr = eval_driver(cfg)
     with evaluation_inputs(cfg, lib) as inputs:
-        result = dr.execute(OUTPUTS, inputs={"qa_file": str(qa_file), **inputs})
+        result = dr.execute(
+            OUTPUTS, inputs={"qa_file": str(qa_file), **inputs}, overrides={"qa_items": items}
+        )
     return EvalRun(str(qa_file), dict(result["eval_metrics"]), result["eval_records"])
 
 

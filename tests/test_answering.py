@@ -247,3 +247,20 @@ def test_a_sentence_read_across_a_chunks_start_is_cited_by_the_chunk_that_holds_
     # a chapter whose chunks cannot be listed keeps the reader's chunk
     (kept,) = _in_chunks((Passage((across,), 1.0),), lambda book, chapter: ())
     assert kept.quotes[0].chunk_id == "c2"
+
+
+def test_the_llm_routers_suggested_query_is_not_what_the_books_are_searched_for(alice_library: Path) -> None:
+    """A small model suggests the book's title as the query: the question itself is searched and judged."""
+    with ScriptedLLMServer(
+        [
+            {"route": "BOOK", "confidence": 1, "suggested_queries": ["Alice's Adventures in Wonderland"]},
+            Reply.answer("The Cheshire Cat is a cat."),
+        ]
+    ) as server:
+        answer = ask(
+            "Who is the Cheshire Cat?",
+            library=alice_library,
+            config={"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0},
+        )
+    assert "LLM answer cited no excerpt: extractive answer given" in answer.notes
+    assert answer.citations and "cheshire" in answer.answer.lower()

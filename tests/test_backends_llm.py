@@ -172,18 +172,20 @@ def test_chat_json_asks_for_a_json_schema_response_format(llm: ScriptedLLMServer
 def test_chat_json_falls_back_to_json_object_then_plain_and_remembers(llm: ScriptedLLMServer) -> None:
     llm.push(
         Reply.fail(400, "response_format json_schema not supported"),
+        Reply.fail(400, "response_format.schema: extra inputs are not permitted"),
         Reply.fail(400, "response_format not supported"),
         Reply.answer({"books": []}),
         Reply.answer({"books": ["a"]}),
     )
     chat = client(llm)
     assert chat.chat_json(ASK, SCHEMA) == {"books": []}
-    formats = [r.get("response_format", {}).get("type") for r in llm.requests]
-    assert formats == ["json_schema", "json_object", None]
-    assert '"required":["books"]' in llm.requests[2]["messages"][0]["content"]  # schema as instructions
+    formats = [r.get("response_format") for r in llm.requests]
+    assert [f and f["type"] for f in formats] == ["json_schema", "json_object", "json_object", None]
+    assert formats[1] == {"type": "json_object", "schema": SCHEMA} and formats[2] == {"type": "json_object"}
+    assert '"required":["books"]' in llm.requests[3]["messages"][0]["content"]  # schema as instructions
     assert chat.chat_json(ASK, SCHEMA) == {"books": ["a"]}
-    assert "response_format" not in llm.requests[3]  # the refusal is remembered
-    assert chat.calls == 4
+    assert "response_format" not in llm.requests[4]  # the refusal is remembered
+    assert chat.calls == 5
 
 
 def test_chat_json_does_not_fall_back_on_an_auth_error(llm: ScriptedLLMServer) -> None:
@@ -296,8 +298,9 @@ def test_a_500_naming_the_response_format_falls_back_at_once_and_spends_one_call
     chat = client(llm, max_retries=2, on_call=spent.append)
     assert chat.chat_json(ASK, SCHEMA) == {"books": ["a"]}
     assert [r.get("response_format", {}).get("type") for r in llm.requests] == ["json_schema", "json_object"]
+    assert llm.requests[1]["response_format"]["schema"] == SCHEMA  # llama-cpp-python's grammar from it
     assert len(spent) == 1  # the refusal is the client's business, not the question's budget
-    assert chat.json_mode == "json_object"
+    assert chat.json_mode == "json_object_schema"
 
 
 def test_a_format_refusal_is_remembered_by_a_new_client_of_the_same_server_and_model(
@@ -317,6 +320,7 @@ def test_a_format_refusal_is_remembered_by_a_new_client_of_the_same_server_and_m
 
 def test_plain_text_with_prose_around_the_json_is_extracted(llm: ScriptedLLMServer) -> None:
     llm.push(
+        Reply.fail(400, "response_format is not supported"),
         Reply.fail(400, "response_format is not supported"),
         Reply.fail(400, "response_format is not supported"),
         Reply.answer('Here you go: {"books": ["wp"]} hope it helps'),
@@ -341,6 +345,13 @@ def test_a_request_with_tools_sets_tool_choice_auto(llm: ScriptedLLMServer) -> N
     chat.chat(ASK)
     assert llm.requests[0]["tool_choice"] == "auto"
     assert "tool_choice" not in llm.requests[1]
+
+
+def test_a_request_can_name_the_tool_to_call(llm: ScriptedLLMServer) -> None:
+    llm.push("a")
+    named = {"type": "function", "function": {"name": "f"}}
+    client(llm).chat(ASK, tools=[{"type": "function", "function": {"name": "f"}}], tool_choice=named)
+    assert llm.requests[0]["tool_choice"] == named
 
 
 def test_a_retried_request_spends_one_call_of_the_budget(llm: ScriptedLLMServer) -> None:

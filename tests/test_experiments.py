@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -210,3 +211,45 @@ def test_questions_naming_a_book_outside_books_is_a_one_line_error(tmp_path, dat
         FolioError, match=r"not under books: carroll_alice-in-wonderland_abridged-pg19033\.epub"
     ):
         _book_sources(load_experiment(path), Library(tmp_path / "lib"))
+
+
+# --- a sample of each question file (the LLM experiment) ---------------------------------------------
+
+
+def test_the_llm_experiment_compares_no_llm_with_an_llm_server_on_60_questions():
+    experiment = load_experiment(CONFIG_DIR / "experiments" / "fairytaleqa-llm.yaml")
+    assert [v.label for v in experiment.variants] == ["llm=none", "llm=openai"]
+    assert experiment.sample == 60
+    configs = [variant_config(experiment, v) for v in experiment.variants]
+    assert [c["llm"] for c in configs] == ["none", "openai"]
+    assert configs[1]["llm_model"] == "smollm2-135m"
+    assert ingest_hash(configs[0]) == ingest_hash(configs[1])  # one ingest serves both variants
+
+
+@pytest.mark.parametrize("sample", ["60", 0, -3, True, 2.5])
+def test_a_sample_that_is_not_a_positive_count_is_a_one_line_error(tmp_path, sample):
+    path = _write(
+        tmp_path / "s.yaml",
+        f"sample: {json.dumps(sample)}\nquestions: [{QA_DIR / 'alice_questions.jsonl'}]\n",
+    )
+    with pytest.raises(FolioError, match="sample must be a positive number of questions"):
+        load_experiment(path)
+
+
+def test_spread_takes_questions_evenly_over_the_file_in_order():
+    from folio.dataflows.evaluation import spread
+
+    picked = spread(range(365), 60)
+    assert len(picked) == 60 and picked[0] == 0 and picked[-1] >= 365 - 365 // 60 - 1
+    assert list(picked) == sorted(set(picked))
+    gaps = {b - a for a, b in itertools.pairwise(picked)}
+    assert gaps <= {6, 7}
+    assert spread("abc", None) == ("a", "b", "c") and spread("abc", 9) == ("a", "b", "c")
+
+
+def test_a_sampled_evaluation_asks_only_the_sampled_questions(alice_library):
+    from folio.dataflows.evaluation import evaluate
+
+    run = evaluate(QA_DIR / "alice_questions.jsonl", alice_library, {"eval_answers": False}, sample=2)
+    assert run.metrics["n"] == 2
+    assert [r.qid for r in run.records] == ["alice-01", "alice-03"]

@@ -2,13 +2,18 @@
 
 ``OpenAIChatClient.chat`` sends one chat completion (optionally with tools or a JSON schema);
 ``chat_json`` asks for a JSON object: ``response_format`` ``json_schema`` first; when the server refuses
-it (any HTTP error whose body names the response format: llama.cpp's server answers 500), ``json_object``
-and then a plain request whose JSON is extracted from the text. The refusal is remembered per server and
-model for the whole process (``JSON_MODE_MEMORY``). The answer must parse as a JSON object with the
-schema's required keys (and their basic JSON types); an invalid answer is repaired once by showing the
-model its error. Failures raise ``LLMError`` (a ``FolioError``), so every caller degrades with a note.
+it (any HTTP error whose body names the response format: llama-cpp-python's server answers 500),
+``json_object`` carrying the schema (``{"type": "json_object", "schema": ...}``: llama-cpp-python turns
+it into a grammar, so even a 135M model writes the schema's keys; a server that ignores the extra key
+gets plain ``json_object``), then ``json_object``, then a plain request whose JSON is extracted from
+the text. The refusal is remembered per server and model for the whole process (``JSON_MODE_MEMORY``).
+The answer must parse as a JSON object with the schema's required keys (and their basic JSON types);
+an invalid answer is repaired once by showing the model its error. Failures raise ``LLMError`` (a
+``FolioError``), so every caller degrades with a note.
 
-Every request bounds the reply (``max_tokens``); a request with tools sets ``tool_choice: auto``
+Every request bounds the reply (``max_tokens``; a JSON answer at most ``JSON_MAX_TOKENS``, since Folio's
+JSON answers are a route, a few book names or phrases, and a small model asked for JSON without a
+grammar can ramble to the bound); a request with tools sets ``tool_choice: auto``
 (llama.cpp's ``chatml-function-calling`` format ignores the tools without it).
 
 Deadlines: ``timeout`` is the overall deadline of one HTTP request (connect, send and every read
@@ -49,10 +54,11 @@ import httpx
 from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.types import FolioError
 
-JSON_MODES = ("json_schema", "json_object", "plain")
+JSON_MODES = ("json_schema", "json_object_schema", "json_object", "plain")
 TRANSIENT_STATUSES = frozenset((429, 502, 503, 504))
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 MAX_RETRY_AFTER = 30.0
+JSON_MAX_TOKENS = 256
 _FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|response format", re.I)
 _FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*\n?(?P<body>.*?)\n?\s*```\s*$", re.S)
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -161,6 +167,8 @@ def response_format_for(mode: str, schema: dict[str, Any]) -> dict[str, Any] | N
     if mode == "json_schema":
         name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "answer"))[:64]
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    if mode == "json_object_schema":
+        return {"type": "json_object", "schema": schema}
     if mode == "json_object":
         return {"type": "json_object"}
     return None
@@ -375,6 +383,7 @@ class OpenAIChatClient:
         response_format: dict[str, Any] | None = None,
         max_tokens: int | None = None,
         deadline: Any = None,
+        tool_choice: str | dict[str, Any] = "auto",
     ) -> ChatResult:
         """One chat completion (one call of ``on_call``, whatever the retries).
 
@@ -386,8 +395,11 @@ class OpenAIChatClient:
             response_format: an explicit ``response_format`` (overrides ``json_schema``).
             max_tokens: this reply's bound (default: the client's).
             deadline: overall bound of this call (default: the client's ``deadline``).
+            tool_choice: with ``tools``: "auto" (the model decides), or a named function to call.
         """
         payload = self._payload(messages, temperature, max_tokens, tools)
+        if tools:
+            payload["tool_choice"] = tool_choice
         if response_format is None and json_schema is not None:
             response_format = response_format_for("json_schema", json_schema)
         if response_format is not None:
@@ -403,7 +415,9 @@ class OpenAIChatClient:
         max_tokens: int | None = None,
         deadline: Any = None,
     ) -> dict[str, Any]:
-        """A JSON object answer that has ``schema``'s required keys; repaired once, else ``LLMError``."""
+        """A JSON object answer that has ``schema``'s required keys; repaired once, else ``LLMError``.
+        ``max_tokens`` defaults to the client's bound, at most ``JSON_MAX_TOKENS``."""
+        max_tokens = max_tokens or min(self.max_tokens, JSON_MAX_TOKENS)
         end = self._end(deadline)
         result = self._json_chat(list(messages), schema, max_tokens, end)
         try:
