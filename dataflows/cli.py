@@ -10,6 +10,7 @@ its reader (``folio books | head``) ends quietly with 141, as a shell's SIGPIPE 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -102,6 +103,21 @@ def checked_text_args(args: argparse.Namespace) -> None:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raise FolioError(name, "not valid UTF-8 text") from None
+
+
+class _OneLineNotes(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"folio: note: {one_line(record.getMessage())}"
+
+
+def _notes_as_lines() -> None:
+    """Folio's own warnings (a degraded path: an LLM ranking that failed, a disambiguation that fell
+    back) as ``folio: note: ...`` lines on stderr, one each, instead of logging's bare default."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLineNotes())
+    folio_logger = logging.getLogger("folio")
+    folio_logger.handlers[:] = [handler]
+    folio_logger.propagate = False
 
 
 def _broken_pipe() -> int:
@@ -541,6 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("hamilton").setLevel(
             logging.DEBUG if os.environ.get("FOLIO_DEBUG") else logging.CRITICAL
         )
+        _notes_as_lines()
         checked_text_args(args)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers
@@ -553,6 +570,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _broken_pipe()
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            return _internal_error(exc)
+        _broken_pipe()  # what could not be written is dropped (stdout on a full disk: /dev/full)
+        _err(f"{exc.filename or 'output'}: cannot write: no space left on device")
+        return 1
     except Exception as exc:  # the last resort: one line, never a traceback
         from folio.nodes.types import interrupted
 
