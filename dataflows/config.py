@@ -210,10 +210,10 @@ def setting_problem(key: str, value: Any, default: Any) -> str | None:
     if kind is list:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return f"must be a list of names (got {value!r})"
-        allowed = LIST_CHOICES.get(key)
-        unknown = [v for v in value if allowed is not None and v.strip().lower() not in allowed]
+        names = LIST_CHOICES.get(key)
+        unknown = [v for v in value if names is not None and v.strip().lower() not in names]
         if unknown:
-            return f"names {', '.join(map(repr, unknown))}: use {', '.join(allowed or ())}"
+            return f"names {', '.join(map(repr, unknown))}: use {', '.join(names or ())}"
         return None
     if kind is str:
         return None if isinstance(value, str) else f"must be text (got {value!r})"

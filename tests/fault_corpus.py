@@ -1025,7 +1025,7 @@ cases(
         ),
         "embedding-cache-garbage-doctor": (_cache_case("embeddings", ("doctor",), ("doctor",)), True),
         "embedding-cache-garbage-ingest": (
-            _cache_case("embeddings", ("ingest", "BOOK", "--quiet"), ("ok",), real=True),
+            _cache_case("embeddings", ("ingest", "BOOK", "--quiet"), ("ok", "error"), real=True),
             False,
         ),
         "hamilton-cache-garbage-ingest": (
@@ -1072,7 +1072,10 @@ def _read_only(
 cases(
     "library-path",
     {
-        f"library-is-a-file-{'-'.join(c[:2])}": (_library_is_file(c), True)
+        f"library-is-a-file-{c[0]}-{c[1].split()[0].lower() if len(c) > 1 else ''}".rstrip("-"): (
+            _library_is_file(c),
+            True,
+        )
         for c in (
             ("books",),
             ("search", "whale"),

@@ -246,6 +246,16 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _replace_file(tmp: Path, target: Path) -> None:
+    """``os.replace(tmp, target)``; a ``FolioError`` naming ``target`` when it cannot be replaced (a
+    folder where the vectors file should be), ``tmp`` removed."""
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise FolioError(str(target), f"cannot be replaced ({exc.strerror or exc}): move it away") from None
+
+
 def _read_only(directory: Path, database: Path) -> bool:
     """True when this process may read the library but not write it (a folder or database it may not
     write: another user's library, a read-only mount)."""
@@ -932,7 +942,7 @@ class LibraryIndex:
         index.save(str(tmp))
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, target)
+        _replace_file(tmp, target)
         _fsync_dir(self.directory)
 
     @staticmethod
@@ -1092,7 +1102,7 @@ class LibraryIndex:
             os.fsync(f.fileno())
         with self._lock:
             self._hnsw = None  # drop the damaged view before the file is replaced
-        os.replace(tmp, target)
+        _replace_file(tmp, target)
         _fsync_dir(self.directory)
         with self._lock:
             self._hnsw = None
