@@ -312,6 +312,10 @@ def _command(run: Run) -> list[str | bytes]:
     return [*folio_command(), *run.args]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _as_nobody(command: list[str | bytes]) -> list[str | bytes]:
     return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", *command]
 
@@ -358,7 +362,13 @@ def _execute(c: Case, ctx: Ctx, run: Run) -> Result:
         stdout = open("/dev/full", "wb")  # noqa: SIM115 - closed below
     started = time.monotonic()
     proc = subprocess.Popen(
-        command, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=ctx.cwd
+        command,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=ctx.cwd,
+        preexec_fn=_default_sigint,  # a runner started in the background ignores SIGINT: not its cases
     )
     for fd in closers:
         os.close(fd)
