@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 # mypy runs in `make lint` and `make test` unless TYPECHECK=0 (`make test TYPECHECK=0`).
 TYPECHECK ?= 1
 
-.PHONY: setup llm-tier demo test test-fast lint format typecheck bench viz experiment clean
+.PHONY: setup llm-tier demo test test-fast faults lint format typecheck bench viz experiment clean
 
 $(BIN)/.installed: pyproject.toml
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -100,6 +100,13 @@ test: lint llm-tier
 # tests/conftest.py sets both markers. Under a minute on 2 cores.
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not model and not slow" tests
+
+# The fault corpus of issue 13 (tests/fault_corpus.py): every case of damage, hostile input, misbehaving
+# server and interruption against the real `folio` command, one fresh process each; a table per class.
+# The cases that load no model also run in the test suite (tests/test_fault_corpus.py).
+FAULTS_ARGS ?=
+faults: setup
+	$(BIN)/python -m tests.fault_corpus $(FAULTS_ARGS)
 
 # Every benchmark, as JSON; the scaling section also writes viz/bench/scaling.{png,md} and keeps its
 # generated libraries in .bench/scaling between runs. One section: `make bench BENCH_ARGS="--only scaling"`.

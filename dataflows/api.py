@@ -64,8 +64,17 @@ def book_files(paths: Iterable[str | Path]) -> list[Path]:
     out: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser()
-        out.extend(_folder_books(path) if path.is_dir() else [path])
+        out.extend(_folder_books(path) if _is_dir(path) else [path])
     return out
+
+
+def _is_dir(path: Path) -> bool:
+    """``path.is_dir()``, False for a path the system refuses (a name too long): it then fails alone, as
+    a file, with its reason."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _folder_books(folder: Path) -> list[Path]:
@@ -173,9 +182,17 @@ def concept_matches(
     for book_id in book_ids:
         concept_map = lib.concept_map(book_id)
         if concept_map is None:
-            raise FolioError(book_id, "no concept map: re-ingest the book")
+            if book:  # the one book asked for
+                raise FolioError(book_id, "no concept map: re-ingest the book")
+            continue  # every book: the others answer (``unmapped_books`` names this one)
         out.append((book_id, concept_map.lookup(query, limit=k), lib.store(book_id).titles))
     return out
+
+
+def unmapped_books(library: str | Path | Library | None = None) -> list[str]:
+    """The books whose concept map is missing or cannot be read (left out of a lookup of every book)."""
+    lib = resolve_library(library)
+    return [book_id for book_id in lib.book_ids() if lib.concept_map(book_id) is None]
 
 
 def concept_rows(

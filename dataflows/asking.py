@@ -207,6 +207,8 @@ def ask(
         "encoder": encoder,
         "session": session if session is not None else Session(),
     }
+    if "cache_dir" in {v.name for v in dr.list_available_variables()}:
+        inputs["cache_dir"] = str(lib.cache_dir)  # the LLM disambiguation cache: inside the library
     given = dict(overrides or {})
     resources = shared_resources(cfg, dr, [n for n in RESOURCES if n not in given])
     deadline = Deadline.after(float(cfg.get("ask_deadline_seconds") or 60.0))

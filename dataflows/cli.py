@@ -10,6 +10,7 @@ its reader (``folio books | head``) ends quietly with 141, as a shell's SIGPIPE 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -58,6 +59,41 @@ def count(text: str) -> int:
     return value
 
 
+MAX_CHAPTERS = 10_000  # folio.dataflows.api.MAX_CHAPTERS (not imported: the API imports the drivers)
+
+
+def fewer_chapters(argv: list[str]) -> list[str]:
+    """``argv`` with each repeated ``--chapter X`` kept once; more than ``MAX_CHAPTERS`` distinct ones are
+    refused before argparse, whose parsing time grows with the square of the number of arguments (33,000
+    chapters took a minute)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--chapter" and i + 1 < len(argv):
+            if argv[i + 1] not in seen:
+                seen.add(argv[i + 1])
+                out += argv[i : i + 2]
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    if len(seen) > MAX_CHAPTERS:
+        raise FolioError("--chapter", f"at most {MAX_CHAPTERS:,} chapters (got {len(seen):,})")
+    return out
+
+
+def port(text: str) -> int:
+    """A TCP port: a whole number from 1 to 65535 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 65_535:
+        raise argparse.ArgumentTypeError(f"must be from 1 to 65535 (got {text})")
+    return value
+
+
 def checked_text_args(args: argparse.Namespace) -> None:
     """Refuse a query or question that is not valid UTF-8 (bytes the shell passed undecoded)."""
     for name in ("query", "question"):
@@ -67,6 +103,21 @@ def checked_text_args(args: argparse.Namespace) -> None:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raise FolioError(name, "not valid UTF-8 text") from None
+
+
+class _OneLineNotes(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"folio: note: {one_line(record.getMessage())}"
+
+
+def _notes_as_lines() -> None:
+    """Folio's own warnings (a degraded path: an LLM ranking that failed, a disambiguation that fell
+    back) as ``folio: note: ...`` lines on stderr, one each, instead of logging's bare default."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLineNotes())
+    folio_logger = logging.getLogger("folio")
+    folio_logger.handlers[:] = [handler]
+    folio_logger.propagate = False
 
 
 def _broken_pipe() -> int:
@@ -118,13 +169,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _name_damaged(lib: object) -> None:
+    """One line per damaged book of ``lib`` (a ``Library``), which the command leaves out."""
+    for book_id, problem in lib.damaged_books():  # type: ignore[attr-defined]
+        _err(f"{book_id}: {problem}: run `folio doctor`, or `folio remove {book_id}`")
+
+
 def cmd_books(args: argparse.Namespace) -> int:
     from folio.dataflows.api import books
     from folio.dataflows.library import Library
 
     rows = books(args.library)
-    for book_id, problem in Library(args.library).damaged_books():  # the others are listed
-        _err(f"{book_id}: {problem}: run `folio doctor`, or `folio remove {book_id}`")
+    _name_damaged(Library(args.library))  # the others are listed
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -149,6 +205,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         k=args.k,
         config=args.config,
     )
+    from folio.dataflows.library import Library
+
+    _name_damaged(Library(args.library))
     if args.json:
         print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
         return 0
@@ -231,8 +290,12 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_concepts(args: argparse.Namespace) -> int:
-    from folio.dataflows.api import concept_matches, concept_rows
+    from folio.dataflows.api import concept_matches, concept_rows, unmapped_books
     from folio.nodes.concept_lookup import format_matches
+
+    if args.book is None:  # every book: one without a readable concept map is left out, named here
+        for book_id in unmapped_books(args.library):
+            _err(f"{book_id}: no readable concept map: `folio ingest` it again, or `folio remove {book_id}`")
 
     if args.json:
         rows = concept_rows(args.query, args.library, args.book, args.k)
@@ -473,7 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the HTTP API, the MCP tools (/mcp) and a web page, warm")
     sources_opt(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (others than loopback need a token)")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=port, default=8765)
     p.add_argument("--token", default=None, help="required on every request (default: $FOLIO_TOKEN)")
     p.set_defaults(func=cmd_serve)
 
@@ -489,11 +552,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_version())  # answered before the full parser, which imports the API
             return 0
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = parser.parse_args(fewer_chapters(list(sys.argv[1:] if argv is None else argv)))
         # Hamilton logs a node's exception with a traceback; the CLI reports it as one line instead.
         logging.getLogger("hamilton").setLevel(
             logging.DEBUG if os.environ.get("FOLIO_DEBUG") else logging.CRITICAL
         )
+        _notes_as_lines()
         checked_text_args(args)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers
@@ -506,6 +570,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _broken_pipe()
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            return _internal_error(exc)
+        _broken_pipe()  # what could not be written is dropped (stdout on a full disk: /dev/full)
+        _err(f"{exc.filename or 'output'}: cannot write: no space left on device")
+        return 1
     except Exception as exc:  # the last resort: one line, never a traceback
         from folio.nodes.types import interrupted
 

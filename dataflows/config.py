@@ -23,6 +23,7 @@ import os
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import yaml
@@ -45,6 +46,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise FolioError(str(path), "config file not found") from None
     except OSError as exc:
         raise FolioError(str(path), f"cannot read the config file: {exc.strerror}") from None
+    if not S_ISREG(stat.st_mode):  # a folder, or a FIFO that would block the read forever
+        raise FolioError(str(path), "not a regular file: a config is a YAML file")
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     data = _PARSED.get(key)
     if data is None:
@@ -59,6 +62,10 @@ def _parsed_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError:
         raise FolioError(str(path), "config file not found") from None
+    except OSError as exc:
+        raise FolioError(str(path), f"cannot read the config file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise FolioError(str(path), "not a text file: a config is YAML in UTF-8") from None
     except yaml.YAMLError as exc:
         raise FolioError(str(path), f"invalid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
@@ -84,6 +91,8 @@ def load_config(
     if path is not None:
         layer = _read_yaml(Path(path))
         base = layer.pop("base", None)
+        if base is not None and not isinstance(base, str):
+            raise FolioError(f"{path} (base)", f"must be the path of a config file (got {base!r})")
         if base:
             base_path = (Path(path).parent / base) if not Path(base).is_absolute() else Path(base)
             base_layer = _read_yaml(base_path)
@@ -129,6 +138,9 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "vector_dtype": ("f32", "f16", "i8"),
     "encoder_precision": ("auto", "fp32", "bf16"),
 }
+# Allowed names in the settings that are lists of names (``tests/test_config.py`` checks them against
+# the node modules).
+LIST_CHOICES: dict[str, tuple[str, ...]] = {"sources": ("book", "kiwix", "web", "news")}
 # Keys whose default is null, with the type of a value when set.
 NULLABLE: dict[str, type] = {
     "chunk_tokens": int,
@@ -198,6 +210,10 @@ def setting_problem(key: str, value: Any, default: Any) -> str | None:
     if kind is list:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return f"must be a list of names (got {value!r})"
+        names = LIST_CHOICES.get(key)
+        unknown = [v for v in value if names is not None and v.strip().lower() not in names]
+        if unknown:
+            return f"names {', '.join(map(repr, unknown))}: use {', '.join(names or ())}"
         return None
     if kind is str:
         return None if isinstance(value, str) else f"must be text (got {value!r})"

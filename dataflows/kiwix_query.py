@@ -75,7 +75,7 @@ def run_kiwix_driver(
 ) -> KiwixResult:
     """Run a built Kiwix driver for one query with ``config``'s settings (default: the driver's own
     defaults); a given ``backend`` replaces (and is not closed by) the run, else one is opened and closed.
-    ``cache_dir`` holds the LLM disambiguation cache (default: the per-user cache folder)."""
+    ``cache_dir`` holds the LLM disambiguation cache (default: in memory, for this process)."""
 
     if not query.strip():
         raise FolioError("query", "empty question")

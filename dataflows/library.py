@@ -101,13 +101,29 @@ def default_library() -> Path:
     return Path(base) / "folio"
 
 
+def _check_library_path(path: Path) -> None:
+    """A ``FolioError`` naming ``path`` when it cannot be a library: not a directory, under a file, a
+    name that is not UTF-8 text (SQLite and DuckDB take text paths) or too long."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise FolioError(str(path), "the library's path is not valid UTF-8: rename it") from None
+    try:
+        if path.exists() and not path.is_dir():
+            raise FolioError(str(path), "not a directory: a library is a directory (--library DIR)")
+        parent = next((p for p in path.absolute().parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise FolioError(str(parent), "not a directory: a library is a directory (--library DIR)")
+    except OSError as exc:
+        raise FolioError(str(path), f"not a usable library path ({exc.strerror or exc})") from None
+
+
 class Library:
     """One library directory. Cheap to construct; the index is opened on first use and shared."""
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_library()
-        if self.path.exists() and not self.path.is_dir():
-            raise FolioError(str(self.path), "not a directory: a library is a directory (--library DIR)")
+        _check_library_path(self.path)
         self.legacy_dir = self.path / "books"  # the earlier per-book format, upgraded on first open
         self.staging_dir = self.path / "staging"
         self.trash_dir = self.path / "trash"
@@ -346,7 +362,12 @@ class Library:
     def drop_catalog(self) -> None:
         """Delete the catalog (and its write-ahead log); the next ``sync_catalog`` writes it anew."""
         for path in (self.catalog_path, self.catalog_path.with_name(self.catalog_path.name + ".wal")):
-            path.unlink(missing_ok=True)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:  # a folder (or something else) where the catalog file should be
+                raise FolioError(
+                    str(path), f"the catalog cannot be replaced ({exc.strerror or exc}): move it away"
+                ) from None
 
     def books(self) -> list[dict[str, Any]]:
         """Catalog rows: id, title, author, chapters, chunks per book (from the library index)."""

@@ -16,15 +16,16 @@ suggestions in every selected book whose title contains the one search word as a
 The LLM is ``llm_client`` (``nodes/llm.py``), the query graph's one client.
 
 Config keys: ``disambiguation``, ``disambiguation_cache_ttl``, ``llm``. Inputs: ``kiwix_query``;
-``cache_dir`` (the diskcache's parent folder; default ``$XDG_CACHE_HOME/folio`` or ``~/.cache/folio``).
+``cache_dir`` (the diskcache's parent folder: the library's ``cache/``; without one the phrases are kept in
+memory for the process: nothing is written outside the library).
 Limitations: one-word questions only; the LLM's phrases are trusted to be English article titles.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -155,10 +156,19 @@ def _cached_phrases(
     return phrases
 
 
-def _default_cache_dir() -> str:
-    """The per-user cache folder (``$XDG_CACHE_HOME/folio`` or ``~/.cache/folio``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return str(Path(base) / "folio")
+class _MemoryStore:
+    """The disambiguation store of a process without a library cache folder: diskcache's ``get`` and
+    ``set`` over a dict (nothing is written outside the library)."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[float, Any]] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        expires, value = self._items.get(key, (0.0, default))
+        return value if key in self._items and (not expires or expires > time.monotonic()) else default
+
+    def set(self, key: str, value: Any, expire: float | None = None) -> None:
+        self._items[key] = (time.monotonic() + expire if expire else 0.0, value)
 
 
 def _book_by_name(books: Sequence[KiwixBook], name: str) -> KiwixBook | None:
@@ -170,13 +180,20 @@ def _book_by_name(books: Sequence[KiwixBook], name: str) -> KiwixBook | None:
 
 @config.when(llm="openai")
 def disambiguation_cache__openai(cache_dir: str | None = None) -> Any:
-    """The diskcache store of LLM disambiguation phrases, under ``cache_dir`` (default: the per-user
-    cache)."""
+    """The diskcache store of LLM disambiguation phrases, under ``cache_dir`` (the library's cache
+    folder); in memory for this process without one, or when it cannot be written."""
+    import sqlite3
+
     import diskcache
 
-    path = Path(cache_dir or _default_cache_dir()) / "disambiguation"
-    path.mkdir(parents=True, exist_ok=True)
-    return diskcache.Cache(str(path))
+    if not cache_dir:
+        return _MemoryStore()
+    path = Path(cache_dir) / "disambiguation"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return diskcache.Cache(str(path))
+    except (OSError, sqlite3.Error):  # a read-only library: remembered for this process
+        return _MemoryStore()
 
 
 @config.when(llm="none")

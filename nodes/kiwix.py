@@ -349,9 +349,19 @@ def kiwix_catalog(kiwix_backend: Any) -> KiwixCatalog:
     """Every book the backend could open; a backend that cannot list its books (a kiwix-serve that is
     down or is not a kiwix-serve) offers none and says why, so the other sources still answer."""
     try:
-        return KiwixCatalog(tuple(kiwix_backend.books()))
+        books = tuple(kiwix_backend.books())
     except FolioError as exc:
         return KiwixCatalog((), (exc.source, exc.reason))
+    return KiwixCatalog(books, _none_opened(books, getattr(kiwix_backend, "errors", {})))
+
+
+def _none_opened(books: tuple[KiwixBook, ...], errors: dict[str, FolioError]) -> tuple[str, str] | None:
+    """Why no archive opened (the first one's error, naming its file), when none did; else None."""
+    if books or not errors:
+        return None
+    first = next(iter(errors.values()))
+    more = f" (and {len(errors) - 1} more archive(s) did not open)" if len(errors) > 1 else ""
+    return (first.source, first.reason + more)
 
 
 def search_terms(kiwix_query: str) -> str:

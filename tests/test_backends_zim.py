@@ -305,3 +305,16 @@ def test_folio_kiwix_answers_from_the_good_archive_beside_a_damaged_one(tmp_path
     assert "Traceback" not in out.stderr
     assert "damaged: damaged ZIM archive (Data corruption detected)" in out.stdout
     assert f"zim://{RC_MINI}/A/Ray_Charles" in out.stdout
+
+
+def test_a_fifo_named_zim_is_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+    import time
+
+    fifo = tmp_path / "pipe.zim"
+    os.mkfifo(fifo)  # libzim would block on opening it
+    started = time.monotonic()
+    backend = ZimBackend([fifo, ZIM_DIR / f"{RC_MINI}.zim"])
+    assert [b.name for b in backend.books()] == [RC_MINI]
+    assert str(backend.errors["pipe"]) == f"{fifo}: not a regular file: only ZIM files are read"
+    assert time.monotonic() - started < 5

@@ -116,3 +116,30 @@ def test_lexical_search_over_a_real_library_imports_no_model_library(alice_libra
         ["search", "White Rabbit", "--mode", "lexical", "--library", str(alice_library)]
     )
     assert rc == 0 and heavy == []
+
+
+# --- issue 13's fault corpus: argument helpers ------------------------------------------------------------
+def test_a_repeated_chapter_is_kept_once_and_too_many_distinct_ones_are_refused_before_argparse() -> None:
+    from folio.dataflows.cli import MAX_CHAPTERS, fewer_chapters
+    from folio.nodes.types import FolioError
+
+    argv = ["search", "whale", *["--chapter", "ch-1"] * 5, "--chapter", "ch-2", "-k", "3"]
+    assert fewer_chapters(argv) == ["search", "whale", "--chapter", "ch-1", "--chapter", "ch-2", "-k", "3"]
+    many = [a for i in range(MAX_CHAPTERS + 1) for a in ("--chapter", f"ch-{i}")]
+    with pytest.raises(FolioError, match="at most 10,000 chapters"):
+        fewer_chapters(["search", "x", *many])
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"), [("8765", True), ("1", True), ("65535", True), ("0", False), ("99999", False)]
+)
+def test_a_port_is_a_whole_number_from_1_to_65535(text: str, ok: bool) -> None:
+    import argparse
+
+    from folio.dataflows.cli import port
+
+    if ok:
+        assert port(text) == int(text)
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match="from 1 to 65535"):
+            port(text)

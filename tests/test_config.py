@@ -134,3 +134,43 @@ def test_every_shipped_config_loads():
     assert config_files(), "configs/ has no YAML files"
     for path in config_files():
         assert load_config(path, environ={})["embedder"]
+
+
+def test_an_unknown_source_from_the_environment_is_refused_naming_the_variable() -> None:
+    with pytest.raises(FolioError) as info:
+        load_config(None, environ={"FOLIO_SOURCES": "book,bogus"})
+    assert str(info.value).startswith("FOLIO_SOURCES: sources names 'bogus': use book, kiwix, web, news")
+
+
+def test_the_allowed_sources_are_fusions_sources() -> None:
+    from folio.dataflows.config import LIST_CHOICES
+    from folio.nodes.source_fusion import KNOWN_SOURCES
+
+    assert LIST_CHOICES["sources"] == KNOWN_SOURCES
+
+
+def test_a_config_that_is_a_fifo_a_folder_or_not_utf8_is_refused_without_blocking(tmp_path) -> None:
+    import os
+    import time
+
+    fifo, folder, latin = tmp_path / "pipe.yaml", tmp_path / "dir.yaml", tmp_path / "latin.yaml"
+    os.mkfifo(fifo)  # nothing writes: reading it would block forever
+    folder.mkdir()
+    latin.write_bytes(b"search_k: \xff\n")
+    started = time.monotonic()
+    for path, why in (
+        (fifo, "not a regular file"),
+        (folder, "not a regular file"),
+        (latin, "not a text file"),
+    ):
+        with pytest.raises(FolioError) as info:
+            load_config(path)
+        assert str(info.value).startswith(f"{path}: {why}")
+    assert time.monotonic() - started < 5
+
+
+def test_a_base_that_is_not_a_path_is_refused(tmp_path) -> None:
+    path = tmp_path / "my.yaml"
+    path.write_text("base: [1, 2]\n")
+    with pytest.raises(FolioError, match=r"\(base\): must be the path of a config file"):
+        load_config(path)

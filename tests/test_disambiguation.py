@@ -230,3 +230,21 @@ def test_llm_disambiguation_through_the_driver(tmp_path: Path) -> None:
         assert len(disambiguation_requests(server)) == 1
     assert result.selected_books == (WIKI,)
     assert result.candidates[0].candidate.path == "A/Group_(mathematics)"
+
+
+def test_without_a_library_cache_folder_the_phrases_are_kept_in_memory_not_under_home(
+    tmp_path, monkeypatch
+) -> None:
+    from folio.nodes.disambiguation import disambiguation_cache__openai
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    store = disambiguation_cache__openai(None)
+    store.set("k", ["a"], expire=60)
+    assert store.get("k") == ["a"] and store.get("other", default=5) == 5
+    store.set("gone", ["b"], expire=1e-9)
+    time.sleep(0.01)
+    assert store.get("gone") is None
+    assert list(tmp_path.iterdir()) == []
+    on_disk = disambiguation_cache__openai(str(tmp_path / "lib" / "cache"))
+    assert isinstance(on_disk, diskcache.Cache) and (tmp_path / "lib" / "cache" / "disambiguation").is_dir()
+    on_disk.close()

@@ -385,3 +385,25 @@ def test_corrupt_zim_is_one_error_and_other_books_still_answer(tmp_path: Path) -
 def test_http_config_without_url_is_a_folio_error() -> None:
     with pytest.raises(FolioError, match="kiwix-serve URL"):
         kiwix_config(load_config(overrides={"kiwix": "http", "kiwix_url": None}))
+
+
+def test_when_no_archive_opened_the_catalog_says_why_naming_the_first_file() -> None:
+    from folio.nodes.kiwix import kiwix_catalog
+
+    class NoneOpened:
+        def __init__(self) -> None:
+            self.errors = {
+                "a": FolioError("/z/a.zim", "ZIM file not found"),
+                "b": FolioError("/z/b.zim", "x"),
+            }
+
+        def books(self) -> tuple[KiwixBook, ...]:
+            return ()
+
+    catalog = kiwix_catalog(NoneOpened())
+    assert catalog.books == () and catalog.error == (
+        "/z/a.zim",
+        "ZIM file not found (and 1 more archive(s) did not open)",
+    )
+    with ZimBackend([ZIMS / f"{WIKI}.zim"]) as one:
+        assert kiwix_catalog(one).error is None

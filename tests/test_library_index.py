@@ -1032,3 +1032,18 @@ def test_a_missing_vectors_file_is_rebuilt_by_a_writer_and_by_the_first_open(har
             assert [(h.chunk_id, round(h.score, 5)) for h in lib.index.semantic(probe, 5)] == expected
         finally:
             lib.close()
+
+
+def test_a_sqlite_file_of_another_program_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    import sqlite3
+
+    foreign = tmp_path / "lib" / "library.sqlite"
+    foreign.parent.mkdir()
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE notes(x)")
+    con.commit()
+    con.close()
+    before = foreign.read_bytes()
+    with pytest.raises(FolioError, match="not a Folio library database"):
+        LibraryIndex(tmp_path / "lib")
+    assert foreign.read_bytes() == before

@@ -176,8 +176,12 @@ class KiwixHttpBackend:
         self._lock = threading.Lock()
 
     def books(self) -> tuple[KiwixBook, ...]:
-        """The served books, sorted by name."""
-        return tuple(entry.book for entry in self._load_catalog().values())
+        """The served books, sorted by name; a ``FolioError`` when the server lists none (an empty or
+        broken catalog: nothing to search)."""
+        catalog = self._load_catalog()
+        if not catalog:
+            raise FolioError(self.base_url, "the server's catalog lists no books (is this a kiwix-serve?)")
+        return tuple(entry.book for entry in catalog.values())
 
     def search(self, book: str, query: str, limit: int = 20) -> tuple[Candidate, ...]:
         """Full-text search of one book; best first, redirects resolved, duplicates removed."""

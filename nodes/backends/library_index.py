@@ -26,7 +26,9 @@ memory-mapped HNSW view per process; nothing is left to the garbage collector.
 
 Limitations: the HNSW settings (connectivity, expansion, scalar kind) and the embedding model are
 fixed by the library's first book with vectors; a book embedded by another model is refused (ingest
-it into another library). A write rewrites the HNSW file (seconds at a million windows).
+it into another library). A write rewrites the HNSW file (seconds at a million windows). A library
+this process may not write is read without its write-ahead log when the log is empty or absent
+(SQLite's ``immutable``): a writer of another user committing at the same time is not seen.
 """
 
 from __future__ import annotations
@@ -244,8 +246,39 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _replace_file(tmp: Path, target: Path) -> None:
+    """``os.replace(tmp, target)``; a ``FolioError`` naming ``target`` when it cannot be replaced (a
+    folder where the vectors file should be), ``tmp`` removed."""
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise FolioError(str(target), f"cannot be replaced ({exc.strerror or exc}): move it away") from None
+
+
+def _read_only(directory: Path, database: Path) -> bool:
+    """True when this process may read the library but not write it (a folder or database it may not
+    write: another user's library, a read-only mount)."""
+    if directory.is_dir() and not os.access(directory, os.W_OK):
+        return True
+    return database.exists() and not os.access(database, os.W_OK)
+
+
+def _read_only_uri(database: Path) -> str:
+    """A read-only SQLite URI for ``database``: with its write-ahead log when one is there to read (SQLite
+    reads it through the shared-memory file), else ``immutable`` (SQLite cannot create the ``-shm`` file
+    in a folder it may not write)."""
+    from urllib.parse import quote
+
+    wal = database.with_name(database.name + "-wal")
+    has_log = wal.exists() and wal.stat().st_size > 0
+    return f"file:{quote(os.fsencode(database))}?{'mode=ro' if has_log else 'immutable=1'}"
+
+
 class LibraryIndex:
-    """The library's one SQLite database and one HNSW; per-thread connections, a shared HNSW view."""
+    """The library's one SQLite database and one HNSW; per-thread connections, a shared HNSW view.
+    A library this process may not write is opened read-only (``read_only``): every read works, a
+    write fails as SQLite's read-only error."""
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
@@ -259,9 +292,28 @@ class LibraryIndex:
         )
         self._cache_bytes = 0
         self._by_generation: dict[str, tuple[int, Any]] = {}
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.read_only = _read_only(self.directory, self.path)
+        if not self.read_only:
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise FolioError(
+                    str(self.directory), f"cannot create the library ({exc.strerror or exc})"
+                ) from None
         with self._lock, self.database_errors():
             conn = self._conn()
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables and "meta" not in tables:
+                raise FolioError(
+                    str(self.path),
+                    "not a Folio library database (it holds other tables): use another --library",
+                )
+            if self.read_only:
+                if "meta" not in tables:
+                    raise FolioError(
+                        str(self.directory), "cannot write to the library (read-only), which is empty"
+                    )
+                return
             conn.execute("PRAGMA journal_mode=WAL")
             with conn:
                 conn.execute(SCHEMA)
@@ -278,7 +330,12 @@ class LibraryIndex:
             import apsw
 
             try:
-                conn = apsw.Connection(str(self.path))
+                if self.read_only:
+                    conn = apsw.Connection(
+                        _read_only_uri(self.path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+                    )
+                else:
+                    conn = apsw.Connection(str(self.path))
             except apsw.Error as exc:
                 raise FolioError(str(self.path), f"cannot open the library database ({exc})") from None
             conn.set_busy_timeout(60_000)
@@ -885,7 +942,7 @@ class LibraryIndex:
         index.save(str(tmp))
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, target)
+        _replace_file(tmp, target)
         _fsync_dir(self.directory)
 
     @staticmethod
@@ -1045,7 +1102,7 @@ class LibraryIndex:
             os.fsync(f.fileno())
         with self._lock:
             self._hnsw = None  # drop the damaged view before the file is replaced
-        os.replace(tmp, target)
+        _replace_file(tmp, target)
         _fsync_dir(self.directory)
         with self._lock:
             self._hnsw = None

@@ -65,6 +65,8 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
         raise FolioError(str(path), "ZIM file not found")
     if p.is_dir():
         raise FolioError(str(path), "is a directory, not a ZIM file")
+    if not p.is_file():  # a FIFO would block libzim's open forever; a device never ends
+        raise FolioError(str(path), "not a regular file: only ZIM files are read")
     try:
         return libzim.reader.Archive(p)
     except (RuntimeError, OSError) as exc:
