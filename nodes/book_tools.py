@@ -64,6 +64,7 @@ from typing import Any
 
 from hamilton.function_modifiers import config
 
+from folio.nodes.backends.llm import OpenAIChatClient
 from folio.nodes.backends.summaries import LLMSummarizer
 from folio.nodes.backends.tools import (
     BookTools,
@@ -268,22 +269,49 @@ def _evidence(
 # --- nodes -------------------------------------------------------------------------------------------
 
 
-def book_tools(
+def _tools(
+    book_stores: dict,
+    concept_maps: dict,
+    encoder: object,
+    tool_budget: ToolBudget,
+    session: object,
+    search_k: int,
+    summarizer: LLMSummarizer | None,
+) -> BookTools:
+    maps: dict[str, ConceptMap] = {b: m for b, m in concept_maps.items() if m is not None}
+    sess = session if isinstance(session, Session) else Session()
+    return BookTools(book_stores, maps, encoder, tool_budget, sess, summarizer=summarizer, k=int(search_k))
+
+
+@config.when(llm="none")
+def book_tools__none(
     book_stores: dict,
     concept_maps: dict,
     encoder: object,
     tool_budget: ToolBudget,
     session: object,
     search_k: int = 10,
-    llm_client: object = None,
 ) -> BookTools:
     """The book tools over every library book, counted by the question's budget, cached in the session;
-    with the question's LLM client (``llm: openai``) chapter summaries and synopses are map-reduce by
-    the LLM, each of its calls spent from the same budget."""
-    maps: dict[str, ConceptMap] = {b: m for b, m in concept_maps.items() if m is not None}
-    sess = session if isinstance(session, Session) else Session()
-    summarizer = None if llm_client is None else LLMSummarizer(llm_client, budget=tool_budget)
-    return BookTools(book_stores, maps, encoder, tool_budget, sess, summarizer=summarizer, k=int(search_k))
+    chapter summaries and synopses are extractive."""
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None)
+
+
+@config.when(llm="openai")
+def book_tools__openai(
+    book_stores: dict,
+    concept_maps: dict,
+    encoder: object,
+    tool_budget: ToolBudget,
+    session: object,
+    llm_client: OpenAIChatClient,
+    search_k: int = 10,
+) -> BookTools:
+    """The book tools over every library book, counted by the question's budget, cached in the session;
+    chapter summaries and synopses are map-reduce by the question's LLM client, each of its calls spent
+    from the same budget (extractive when too few are left)."""
+    summarizer = LLMSummarizer(llm_client, budget=tool_budget)
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer)
 
 
 def book_questions(
