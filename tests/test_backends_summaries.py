@@ -176,5 +176,12 @@ def test_the_synopsis_reduces_chapter_summaries_in_bounded_calls() -> None:
     assert "Part 1 of 4 (chapters 1–35): Summary 1." in text.splitlines()
 
 
+def test_a_lower_llm_max_tokens_bounds_summary_replies_too() -> None:
+    client = FakeClient()
+    client.max_tokens = 48  # type: ignore[attr-defined]
+    LLMSummarizer(client).chapter("Alice", "Chapter I", [chunk(1)])
+    assert client.requests[0]["max_tokens"] == 48
+
+
 def test_the_summariser_id_names_the_model_and_prompt_version() -> None:
     assert LLMSummarizer(FakeClient(model="llama3.1")).id == "llm:llama3.1:v1"

@@ -53,7 +53,7 @@ MAX_SECTIONS = 4  # so one chapter summary is at most MAX_SECTIONS + 1 LLM calls
 DIGEST_SENTENCES = 4  # central sentences kept per chunk for the section prompt
 SECTION_CHARS = 4_000  # the most digest text one prompt carries
 SUMMARY_WORDS = 150  # the most words kept of one reply
-SUMMARY_TOKENS = 256  # max_tokens of one summary request
+SUMMARY_TOKENS = 256  # max_tokens of one summary request (or the client's llm_max_tokens when lower)
 DEADLINE_SECONDS = 120.0  # one summary request's LLM calls together (an ask's own deadline may be sooner)
 
 SYSTEM = (
@@ -245,7 +245,8 @@ class LLMSummarizer:
         return n + (1 if n > 1 else 0)
 
     def _ask(self, messages: list, deadline: Deadline) -> str:
-        reply = self.client.chat(messages, max_tokens=SUMMARY_TOKENS, deadline=deadline)
+        bound = min(SUMMARY_TOKENS, int(getattr(self.client, "max_tokens", SUMMARY_TOKENS)))
+        reply = self.client.chat(messages, max_tokens=bound, deadline=deadline)
         try:
             return clean_reply(reply.content or "")
         except ValueError as exc:
