@@ -154,3 +154,33 @@ def test_doctor_clears_a_damaged_summary_store(alice_copy: Path) -> None:
     forget_summaries()
     again = summary(_book(library), "1", library=library)
     assert again["computed"] is True and again["notes"] == []
+
+
+def test_the_agents_chapter_summary_is_made_by_the_llm_within_the_budget_and_stored(alice_copy: Path) -> None:
+    from folio.dataflows.asking import ask
+    from tests.servers import Reply
+
+    library = _fresh(alice_copy)
+    book = _book(library)
+    view = Library(library).store(book)
+    chapter_id = next(iter(view.titles))
+    calls = LLMSummarizer.chapter_calls(len(view.chunks_in([chapter_id])))
+    gist = "Alice follows a White Rabbit down a hole and falls into a hall of doors."
+    script = [
+        {"route": "BOOK", "confidence": 0.9, "suggested_queries": [], "book_ids": [book]},
+        Reply.tools(("chapter_summary_get", {"chapter_id": chapter_id})),
+        *[gist] * calls,
+        Reply.answer("She falls down the rabbit hole."),
+    ]
+    with ScriptedLLMServer(script) as server:
+        config = {"llm": "openai", "answer_mode": "agent", "llm_base_url": server.url}
+        answer = ask(
+            "What happens when Alice follows the White Rabbit?",
+            library=library,
+            config={**config, "llm_model": server.model, "llm_max_retries": 0},
+        )
+        tool_message = server.requests[2 + calls]["messages"][-1]
+    assert tool_message["role"] == "tool" and gist in tool_message["content"]
+    rows = summary_store(library).rows()
+    assert [(r[2], r[4], r[5]) for r in rows] == [(chapter_id, "llm:scripted-model:v1", gist)]
+    assert answer.tool_calls >= 4 + calls  # router, two agent turns, the tool and the summary's calls
