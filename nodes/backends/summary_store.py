@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from folio.nodes.backends.book_store import BookStore
+from folio.nodes.types import FolioError
 
 STORE_DIR = ("cache", "summaries")
 STORE_FILE = "summaries.db"
@@ -271,7 +272,7 @@ def summary_store(library_dir: str | Path) -> SummaryStore:
 def prune_library(index: Any, book_ids: Collection[str] | None = None) -> int:
     """Delete the stored summaries of ``book_ids`` (None: every book that has some) that match no
     chapter (or synopsis) of the library ``index`` holds now; a book no longer in it loses them all.
-    Returns the number deleted."""
+    Returns the number deleted; never fails a write (a book whose chapters cannot be read is skipped)."""
     store = summary_store(index.directory)
     if not store.path.exists():
         return 0
@@ -281,6 +282,10 @@ def prune_library(index: Any, book_ids: Collection[str] | None = None) -> int:
         descriptor = descriptors.get(book_id)
         if descriptor is None:
             deleted += store.drop(book_id)
-        else:
-            deleted += store.prune(book_id, current_keys(BookStore(index, descriptor)))
+            continue
+        try:
+            keys = current_keys(BookStore(index, descriptor))
+        except FolioError:  # a chapter that cannot be read: left for `folio doctor`; its rows wait
+            continue
+        deleted += store.prune(book_id, keys)
     return deleted
