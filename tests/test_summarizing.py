@@ -184,3 +184,24 @@ def test_the_agents_chapter_summary_is_made_by_the_llm_within_the_budget_and_sto
     rows = summary_store(library).rows()
     assert [(r[2], r[4], r[5]) for r in rows] == [(chapter_id, "llm:scripted-model:v1", gist)]
     assert answer.tool_calls >= 4 + calls  # router, two agent turns, the tool and the summary's calls
+
+
+def test_the_service_behind_folio_serve_and_mcp_reads_the_stored_summary(alice_copy: Path) -> None:
+    from folio.dataflows.service import Service
+
+    library = _fresh(alice_copy)
+    book = _book(library)
+    made = _summary_cli(library, book, "1")
+    con = sqlite3.connect(store_path(library))
+    with con:
+        con.execute("UPDATE summaries SET text = 'FROM THE STORE ' || text")
+    con.close()
+    forget_summaries()
+    service = Service(library, config={"search_mode": "lexical"})
+    try:
+        reply = json.loads(
+            service.book_tools().call("chapter_summary_get", {"chapter_id": made["chapter_id"]})
+        )
+    finally:
+        service.close()
+    assert reply == {"chapter_id": made["chapter_id"], "summary": "FROM THE STORE " + made["summary"]}
