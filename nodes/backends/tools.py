@@ -55,6 +55,7 @@ from folio.nodes.backends.summary_store import (
 )
 from folio.nodes.types import ConceptMap, ConceptMatches, Deadline, FolioError, Hit
 
+SUMMARY_RESERVE = 1  # budget calls an LLM summary leaves for the answer (or agent turn) that reads it
 _SUMMARIES: dict[SummaryKey, str] = {}  # this process's summaries (the store may be unavailable)
 _SUMMARIES_LOCK = threading.Lock()
 
@@ -546,12 +547,13 @@ class BookTools:
 
     def _by_llm(self, make: Callable[[], str], calls: int, what: str, notes: list[str]) -> str | None:
         """``make()`` (an LLM summary of ``calls`` calls), or None with a note when the question's budget
-        has fewer calls left or a call fails (the caller gives the extractive summary)."""
+        has fewer than ``calls + SUMMARY_RESERVE`` left or a call fails (the caller gives the extractive
+        summary)."""
         budget = self.summarizer.budget if self.summarizer is not None else None
-        if budget is not None and budget.left < calls:
+        if budget is not None and budget.left < calls + SUMMARY_RESERVE:
             notes.append(
-                f"an LLM {what} takes {calls} call(s) and {budget.left} are left for this question: "
-                f"extractive {what} given"
+                f"an LLM {what} takes {calls} call(s) and one more is kept for the answer, but "
+                f"{budget.left} are left for this question: extractive {what} given"
             )
             return None
         try:
