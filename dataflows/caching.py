@@ -37,6 +37,7 @@ from folio.nodes.backends.book_store import BookStore
 from folio.nodes.backends.embedding_cache import EmbeddingCache, damaged_cache
 from folio.nodes.backends.encoder import Encoder
 from folio.nodes.backends.progress import Progress
+from folio.nodes.backends.summary_store import store_path
 from folio.nodes.types import ConceptMap, FolioError
 
 RESULTS = "results"
@@ -137,7 +138,8 @@ def stores(library_path: str | Path) -> tuple[SQLiteMetadataStore, DiskCacheResu
 
 
 def cache_info(library_path: str | Path) -> dict[str, Any]:
-    """Sizes of the node-result cache and the per-window embedding cache (read without writing)."""
+    """Sizes of the node-result cache and the per-window embedding cache, and the number of stored
+    summaries (read without writing)."""
     base = Path(library_path) / "cache"
     info: dict[str, Any] = {"library": str(Path(library_path)), "node_results": 0, "node_results_bytes": 0}
     results = cache_dir(library_path) / RESULTS
@@ -156,7 +158,26 @@ def cache_info(library_path: str | Path) -> dict[str, Any]:
         except sqlite3.DatabaseError as exc:
             raise damaged_cache(directory, name, exc) from None
         info[key], info[f"{key}_bytes"] = count, size
+    info["summaries"] = _summary_count(store_path(library_path))
     return info
+
+
+def _summary_count(database: Path) -> int:
+    """Stored chapter summaries and synopses (``nodes.backends.summary_store``), read-only."""
+    if not database.exists():
+        return 0
+    for uri in (f"file:{database}?mode=ro", f"file:{database}?mode=ro&immutable=1"):
+        try:
+            con = sqlite3.connect(uri, uri=True, timeout=60)
+            try:
+                return int(con.execute("SELECT count(*) FROM summaries").fetchone()[0])
+            finally:
+                con.close()
+        except sqlite3.OperationalError:  # a directory that cannot take SQLite's shared-memory file
+            continue
+        except sqlite3.DatabaseError as exc:
+            raise damaged_cache(database.parent, "summary store", exc) from None
+    raise FolioError(str(database), "cannot read the summary store")
 
 
 def _cache_size(database: Path) -> tuple[int, int]:
@@ -178,7 +199,7 @@ def _read_cache_size(uri: str) -> tuple[int, int]:
 
 
 def clear_cache(library_path: str | Path) -> None:
-    """Remove every cached node result and window embedding of the library (books stay)."""
+    """Remove every cached node result, window embedding and stored summary of the library (books stay)."""
     shutil.rmtree(Path(library_path) / "cache", ignore_errors=True)
 
 

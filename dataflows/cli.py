@@ -1,4 +1,4 @@
-"""The ``folio`` command line: ingest, books, search, eval, viz, kiwix, doctor.
+"""The ``folio`` command line: ingest, books, search, eval, viz, kiwix, doctor, summary.
 
 Every user-facing failure is one line on stderr (``folio: <file>: <reason>``) and a non-zero exit:
 a bad argument (exit 2), a ``FolioError`` (1), an unexpected exception (``folio: internal error: ...``,
@@ -265,6 +265,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
             f"window embeddings  {info['window_embeddings']} "
             f"({info['window_embeddings_bytes'] / 2**20:.1f} MiB)"
         )
+        print(f"summaries          {info['summaries']}")
     return 0
 
 
@@ -286,6 +287,21 @@ def cmd_remove(args: argparse.Namespace) -> int:
     with lib.writer():
         lib.remove(book_id)
     print(f"removed {book_id}")
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from folio.dataflows.summarizing import summary
+
+    made = summary(args.book, args.chapter, library=args.library, config=args.config)
+    if args.json:
+        print(json.dumps(made, indent=2, ensure_ascii=False))
+        return 0
+    heading = made["book_title"] + (f" — {made['chapter_title']}" if made["chapter_id"] else " — synopsis")
+    where = "made now, stored in the library" if made["computed"] else "read from the library"
+    print(f"{heading}\n\n{made['summary']}\n\nsummariser: {made['summariser']} ({where})")
+    for note in made["notes"]:
+        print(f"note: {note}")
     return 0
 
 
@@ -460,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-answers", action="store_true", help="retrieval metrics only (skip answering)")
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("cache", help="show or clear the library's node and embedding cache")
+    p = sub.add_parser("cache", help="show or clear the library's node and embedding cache and summaries")
     p.add_argument("action", choices=["info", "clear"])
     p.add_argument("--library", default=None)
     p.add_argument("--json", action="store_true")
@@ -474,6 +490,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("book", help="book id (or unique prefix, or source file name)")
     p.add_argument("--library", default=None)
     p.set_defaults(func=cmd_remove)
+
+    p = sub.add_parser(
+        "summary", help="a chapter's summary or the book's synopsis (made once, then read from the library)"
+    )
+    p.add_argument("book", help="book id (or unique prefix, or source file name)")
+    p.add_argument("chapter", nargs="?", default=None, help="chapter id or number (default: the synopsis)")
+    library_opt(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("concepts", help="look up entities, themes and events in a book's concept map")
     p.add_argument("query")

@@ -12,8 +12,9 @@ What is checked, in order (``examine``):
 - the vector index of the current generation (missing, damaged, or not holding every window): rebuilt
   from the stored vectors (``LibraryIndex.rebuild_vectors``, run by the writer's ``recover``).
 - the catalog (``catalog.duckdb``, derived data): written anew from ``library.sqlite`` when damaged.
-- the caches (``cache/hamilton`` node results and metadata, ``cache/embeddings`` window embeddings):
-  a damaged one is cleared (its content is recomputed on the next ingest).
+- the caches (``cache/hamilton`` node results and metadata, ``cache/embeddings`` window embeddings,
+  ``cache/summaries`` stored chapter summaries and synopses): a damaged one is cleared (its content is
+  recomputed on the next ingest, or a summary on its next request).
 
 Repairs run under the library's writer lock. Config keys: none. Limitations: a damaged
 ``library.sqlite`` is not salvaged row by row; ``quick_check`` does not verify every index entry
@@ -98,7 +99,11 @@ def book_fix(book_id: str, source_file: str | None) -> str:
 
 def cache_dirs(lib: Library) -> dict[str, Path]:
     """The library's caches: name -> the directory cleared when it is damaged."""
-    return {"node cache": lib.cache_dir / "hamilton", "embedding cache": lib.cache_dir / "embeddings"}
+    return {
+        "node cache": lib.cache_dir / "hamilton",
+        "embedding cache": lib.cache_dir / "embeddings",
+        "summary store": lib.cache_dir / "summaries",
+    }
 
 
 def cache_problem(directory: Path) -> str | None:

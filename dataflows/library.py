@@ -8,14 +8,17 @@ Layout (the library directory is the only state; delete it and nothing else rema
       catalog.duckdb            books, chapters, chunks (metadata only; rebuilt from library.sqlite)
       staging/                  books being written by ingest; never read by queries
       trash/                    a library's old per-book directories while they are upgraded
-      cache/                    embeddings and Hamilton results (diskcache)
+      cache/                    embeddings and Hamilton results (diskcache); summaries/summaries.db: chapter
+                                summaries and synopses (nodes.backends.summary_store)
       .lock                     writer lock (one writer at a time per library)
 
 Ingest writes a whole book into ``staging/`` (its rows, vectors, descriptor and concept map) and commits
 it into the library-wide indexes in one transaction; ``recover()`` (run by every writer before it
 starts) drops unfinished staging directories, vectors files no generation names, rebuilds a missing
 HNSW from the stored vectors, and re-syncs the catalog, so a crash or a bad file at any point leaves
-the library as it was before that book's ingest (or with the book whole).
+the library as it was before that book's ingest (or with the book whole). Stored summaries of a
+book's chapters that changed (or of a removed book) are deleted after its commit and by ``recover()``
+(``prune_library``); until then they are unreachable (keyed by the old chapter's content hash).
 
 A library in the earlier per-book format (``books/<id>/book.sqlite``, ``vectors.usearch``, ...) is
 upgraded in place the first time it is opened: its books are committed in batches (a progress bar on a
@@ -45,6 +48,7 @@ from typing import Any
 from folio.nodes.backends.book_store import BookStore
 from folio.nodes.backends.library_index import DATABASE, LibraryIndex, StagedRows, VectorSettings
 from folio.nodes.backends.progress import BarProgress, NullProgress, Progress
+from folio.nodes.backends.summary_store import prune_library
 from folio.nodes.types import ConceptMap, FolioError, StagedBook
 
 UPGRADE_BATCH = 32  # books committed per transaction while upgrading a per-book library
@@ -261,6 +265,7 @@ class Library:
             index.rebuild_vectors()
         self.upgrade()
         self.sync_catalog()
+        prune_library(index)  # summaries of chapters no longer in the library
 
     def install(self, staged: StagedBook) -> None:
         """Commit a complete staged book into the library (under ``writer()``), replacing a book of the
@@ -271,16 +276,20 @@ class Library:
         settings = VectorSettings()
         if (source / "vectors.json").exists():
             settings = VectorSettings(**json.loads((source / "vectors.json").read_text(encoding="utf-8")))
-        shared_index(self.path, self._key).commit(add=[_staged_rows(source)], settings=settings)
+        index = shared_index(self.path, self._key)
+        index.commit(add=[_staged_rows(source)], settings=settings)
         shutil.rmtree(source, ignore_errors=True)
         self.sync_catalog()
+        prune_library(index, [staged.book_id])  # a changed chapter's summaries go
 
     def remove(self, book_id: str) -> None:
         """Remove a book (under ``writer()``), in one transaction."""
         if book_id not in self.book_ids() and book_id not in dict(self.damaged_books()):
             raise FolioError(book_id, "no such book in the library")
-        shared_index(self.path, self._key).commit(remove=[book_id])
+        index = shared_index(self.path, self._key)
+        index.commit(remove=[book_id])
         self.sync_catalog()
+        prune_library(index, [book_id])  # its summaries go with it
 
     # --- catalog -------------------------------------------------------------------------------
     def descriptors(self) -> list[dict[str, Any]]:

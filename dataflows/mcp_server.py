@@ -13,7 +13,9 @@ Tools (JSON in; out, JSON text and the same value as ``structuredContent``, a li
 - the six book tools of the agent mode, with exactly its input schemas (``BookTools.definitions()``) and
   its JSON results (``BookTools.call``): ``book_concept_map_lookup``, ``chapter_summary_get``,
   ``text_search``, ``semantic_search``, ``chunk_get``, ``book_synopsis_get``. Each call has a budget of one
-  tool call and a fresh session cache (the process-wide caches, e.g. chapter summaries, are shared);
+  tool call and a fresh session cache; chapter summaries and synopses are read from the library's
+  summary store when any process made them (``nodes.backends.summary_store``), else made and stored
+  (with ``llm: openai``: at most 5 LLM calls of their own, ``nodes.backends.summaries``);
 - ``kiwix_search(query)`` and ``kiwix_article_get(book, path)``: listed only when the service has a Kiwix
   source (``--zim`` or ``--kiwix-url``); a client that calls one anyway gets a tool error naming the fix;
 - ``books_list()``: the library's books (``folio books --json``) and the Kiwix books served;

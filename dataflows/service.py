@@ -47,6 +47,7 @@ from typing import Any
 from folio.dataflows import api
 from folio.dataflows.asking import ask, ask_config, ask_driver, query_encoder, shared_resources
 from folio.dataflows.library import Library
+from folio.dataflows.summarizing import summarizer_for
 from folio.nodes.backends.progress import Progress
 from folio.nodes.backends.tools import BookTools, Session, ToolBudget
 from folio.nodes.backends.workers import limit_torch_threads
@@ -282,9 +283,9 @@ class Service:
         """The agent's book tools over every book, with a budget of ``limit`` calls (one request)."""
         stores, maps = self._books_in_play()
         encoder, _why = query_encoder(self.config, self.library)
-        return BookTools(
-            stores, maps, encoder, ToolBudget(limit), Session(), k=int(self.config.get("search_k") or 10)
-        )
+        k = int(self.config.get("search_k") or 10)
+        summarizer = summarizer_for(self.config)  # summaries: at most 5 LLM calls of their own
+        return BookTools(stores, maps, encoder, ToolBudget(limit), Session(), summarizer=summarizer, k=k)
 
     def _books_in_play(self) -> tuple[dict[str, Any], dict[str, ConceptMap]]:
         """Every book's store and concept map, parsed once per library generation."""

@@ -35,7 +35,10 @@
    MiniLM), while an in-library question's best passage scores 0.45 and up. The earlier rule (coverage
    0.5 or similarity 0.5) answered 78% of the off-library questions with filler.
 4. Optional chapter summaries (``answer_summaries: true``) for the chapters of the top two hits, for
-   the LLM answer's prompt (so only with ``llm: openai``).
+   the LLM answer's prompt (so only with ``llm: openai``). A summary is read from the library's store
+   when an earlier request made it, else made (map-reduce by the question's LLM client, at most 5
+   calls of the budget, extractive when fewer are left or a call fails) and stored
+   (``backends.summaries``, ``backends.summary_store``).
 
 Degradation: when semantic search cannot run (no encoder, a broken vector index) the flow is
 lexical-only and notes "Semantic search unavailable". When the tool budget is spent, retrieval stops
@@ -61,6 +64,8 @@ from typing import Any
 
 from hamilton.function_modifiers import config
 
+from folio.nodes.backends.llm import OpenAIChatClient
+from folio.nodes.backends.summaries import LLMSummarizer
 from folio.nodes.backends.tools import (
     BookTools,
     BudgetExceeded,
@@ -264,7 +269,22 @@ def _evidence(
 # --- nodes -------------------------------------------------------------------------------------------
 
 
-def book_tools(
+def _tools(
+    book_stores: dict,
+    concept_maps: dict,
+    encoder: object,
+    tool_budget: ToolBudget,
+    session: object,
+    search_k: int,
+    summarizer: LLMSummarizer | None,
+) -> BookTools:
+    maps: dict[str, ConceptMap] = {b: m for b, m in concept_maps.items() if m is not None}
+    sess = session if isinstance(session, Session) else Session()
+    return BookTools(book_stores, maps, encoder, tool_budget, sess, summarizer=summarizer, k=int(search_k))
+
+
+@config.when(llm="none")
+def book_tools__none(
     book_stores: dict,
     concept_maps: dict,
     encoder: object,
@@ -272,10 +292,26 @@ def book_tools(
     session: object,
     search_k: int = 10,
 ) -> BookTools:
-    """The book tools over every library book, counted by the question's budget, cached in the session."""
-    maps: dict[str, ConceptMap] = {b: m for b, m in concept_maps.items() if m is not None}
-    sess = session if isinstance(session, Session) else Session()
-    return BookTools(book_stores, maps, encoder, tool_budget, sess, k=int(search_k))
+    """The book tools over every library book, counted by the question's budget, cached in the session;
+    chapter summaries and synopses are extractive."""
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None)
+
+
+@config.when(llm="openai")
+def book_tools__openai(
+    book_stores: dict,
+    concept_maps: dict,
+    encoder: object,
+    tool_budget: ToolBudget,
+    session: object,
+    llm_client: OpenAIChatClient,
+    search_k: int = 10,
+) -> BookTools:
+    """The book tools over every library book, counted by the question's budget, cached in the session;
+    chapter summaries and synopses are map-reduce by the question's LLM client, each of its calls spent
+    from the same budget (extractive when too few are left)."""
+    summarizer = LLMSummarizer(llm_client, budget=tool_budget)
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer)
 
 
 def book_questions(

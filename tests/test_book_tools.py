@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import _library
-from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, extractive_summary
+from folio.nodes.backends.summaries import extractive_summary
+from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget
 from folio.nodes.book_tools import _evidence, _missing_names, _names, _one_edit, _plan, _scope, _sufficient
 from folio.nodes.text import question_kind
 from folio.nodes.types import NOT_FOUND, SEMANTIC_UNAVAILABLE, ConceptMatch, ConceptMatches, Hit

@@ -84,7 +84,7 @@ def test_one_llm_client_serves_router_kiwix_and_answerer() -> None:
     names = {v.name for v in dr.list_available_variables()}
     assert "kiwix_llm" not in names
     users = {v.name for v in dr.list_available_variables() if "llm_client" in v.required_dependencies}
-    assert users == {"routes", "selected_books", "disambiguation_candidates", "book_results"}
+    assert users == {"routes", "selected_books", "disambiguation_candidates", "book_results", "book_tools"}
     assert {v.name for v in dr.what_is_upstream_of("llm_client")} >= {"llm_connection", "tool_budget"}
 
 

@@ -4,17 +4,21 @@
 ``call(name, arguments)``):
 
 - ``book_concept_map_lookup(query)`` (``book_concept_map.lookup``): candidate chapters from the concept maps.
-- ``chapter_summary_get(chapter_id)`` (``chapter_summary.get``): a chapter summary, made lazily on first
-  request and cached per process. Map-reduce: chunk → section (8 chunks) → chapter; each step is
-  extractive (the sentences sharing most content words with the rest of their text); with an LLM
-  ``summarizer`` the final reduce step is one LLM call over the extractive section summaries.
+- ``chapter_summary_get(chapter_id)`` (``chapter_summary.get``): a chapter summary, made on its first
+  request and stored in the library (``backends.summary_store``: keyed by the chapter's content hash
+  and the summariser), so later requests and processes read it back. Extractive map-reduce (chunk →
+  section → chapter), or with an ``LLMSummarizer`` map-reduce with at most 5 LLM calls
+  (``backends.summaries``); an LLM summary that cannot be made in the question's budget or deadline is
+  the extractive one, with a note (in the tool's JSON ``notes`` and ``BookTools.summary_notes``).
 - ``text_search(query, scope)``: exact excerpts (FTS5 bm25) with locations.
 - ``semantic_search(query, scope, k)``: chunks by meaning (needs the encoder and the vector index).
 - ``chunk_get(location_id)`` (``chunk.get``): a full chunk; a location id is ``BOOK_ID/CHUNK_ID``.
-- ``book_synopsis_get(book_id)`` (``book_synopsis.get``): the book's synthesis from its chapter titles,
-  concept map and first chapter summaries; lazy and cached.
+- ``book_synopsis_get(book_id)`` (``book_synopsis.get``): the book's synopsis, stored the same way:
+  extractive (title, concept map, chapter titles, first chapter summaries), or with the LLM a
+  map-reduce over every chapter's summary (the stored LLM one, else the extractive one).
 
-Every tool call (cached or not) and every LLM request spends one unit of the ``ToolBudget``; the call
+Every tool call (cached or not) and every LLM request spends one unit of the ``ToolBudget`` (a
+summariser built on the question's budgeted client spends its calls there too); the call
 after the last unit is refused with ``BudgetExceeded``. A semantic search that cannot run (no encoder,
 a broken vector index or encoder) spends nothing. A ``Session`` caches concept-map lookups and
 search results for one conversation. ``shared_pool(size)`` is the one long-lived thread pool of a
@@ -27,7 +31,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from queue import SimpleQueue
@@ -36,11 +39,31 @@ from typing import Any
 from folio.nodes.backends.book_store import scopes
 from folio.nodes.backends.encoder import remembered_query
 from folio.nodes.backends.llm import LLMError
-from folio.nodes.text import content_words, sentences
+from folio.nodes.backends.summaries import (
+    EXTRACTIVE_ID,
+    LLMSummarizer,
+    Summary,
+    extractive_summary,
+    synopsis_header,
+)
+from folio.nodes.backends.summary_store import (
+    SummaryKey,
+    SummaryStore,
+    summary_store,
+    synopsis_hash,
+    text_hash,
+)
 from folio.nodes.types import ConceptMap, ConceptMatches, Deadline, FolioError, Hit
 
-SECTION_CHUNKS = 8
-SUMMARY_SENTENCES = 3
+SUMMARY_RESERVE = 1  # budget calls an LLM summary leaves for the answer (or agent turn) that reads it
+_SUMMARIES: dict[SummaryKey, str] = {}  # this process's summaries (the store may be unavailable)
+_SUMMARIES_LOCK = threading.Lock()
+
+
+def forget_summaries() -> None:
+    """Empty this process's memory of summaries (the library's store keeps them): as a new process."""
+    with _SUMMARIES_LOCK:
+        _SUMMARIES.clear()
 
 
 class BudgetExceeded(LLMError):
@@ -165,37 +188,6 @@ def shared_pool(size: int) -> DaemonPool:
         return _POOLS[size]
 
 
-# --- extractive summaries ----------------------------------------------------------------------------
-
-
-def central_sentences(text: str, n: int = SUMMARY_SENTENCES) -> list[str]:
-    """The ``n`` sentences of ``text`` sharing most content words with the rest, in text order."""
-    spans = [(s, e) for s, e in sentences(text) if 6 <= len(text[s:e].split()) <= 60]
-    if not spans:
-        return [text.strip()[:400]] if text.strip() else []
-    bags = [set(content_words(text[s:e])) for s, e in spans]
-    freq: Counter[str] = Counter(w for bag in bags for w in bag)
-    scores = [sum(freq[w] - 1 for w in bag) / (len(bag) ** 0.5 or 1.0) for bag in bags]
-    best = sorted(range(len(spans)), key=lambda i: (-scores[i], i))[:n]
-    return [" ".join(text[spans[i][0] : spans[i][1]].split()) for i in sorted(best)]
-
-
-def extractive_summary(chunk_texts: Sequence[str], n: int = SUMMARY_SENTENCES) -> str:
-    """Map-reduce: central sentences per chunk, per section of chunks, then of the whole."""
-    per_chunk = [" ".join(central_sentences(t, 2)) for t in chunk_texts if t.strip()]
-    sections = [
-        " ".join(central_sentences(" ".join(per_chunk[i : i + SECTION_CHUNKS]), n))
-        for i in range(0, len(per_chunk), SECTION_CHUNKS)
-    ]
-    if len(sections) <= 1:
-        return sections[0] if sections else ""
-    return " ".join(central_sentences(" ".join(sections), n))
-
-
-_SUMMARIES: dict[tuple[str, str, str], str] = {}
-_SUMMARIES_LOCK = threading.Lock()
-
-
 # --- the tools ----------------------------------------------------------------------------------------
 
 
@@ -265,8 +257,11 @@ class BookTools:
         encoder: query encoder with ``encode_query(text)``, or ``None`` (semantic search unavailable).
         budget: the question's tool budget.
         session: the conversation's cache.
-        summarizer: ``text -> summary`` for the final reduce of summaries (an LLM), or ``None`` (extractive).
+        summarizer: an ``LLMSummarizer`` (map-reduce chapter summaries and synopses with an LLM), or
+            ``None`` (extractive).
         k: default number of results of a search.
+        summaries: the ``SummaryStore`` to read and write summaries (default: the library's, found from
+            the stores' index directory; None there: this process's memory only).
     """
 
     def __init__(
@@ -276,8 +271,9 @@ class BookTools:
         encoder: Any,
         budget: ToolBudget,
         session: Session,
-        summarizer: Callable[[str], str] | None = None,
+        summarizer: LLMSummarizer | None = None,
         k: int = 10,
+        summaries: SummaryStore | None = None,
     ) -> None:
         self.stores = dict(stores)
         self.concept_maps = dict(concept_maps)
@@ -285,6 +281,8 @@ class BookTools:
         self.budget = budget
         self.session = session
         self.summarizer = summarizer
+        self.summaries = summaries
+        self.summary_notes: list[str] = []  # notes of this question's summaries (shared by views)
         self.k = int(k)
         self._state: dict[str, str | None] = {
             "semantic_error": None if encoder is not None else "no encoder loaded"
@@ -409,46 +407,165 @@ class BookTools:
         return hit
 
     def chapter_summary(self, chapter_id: str) -> str:
-        """``chapter_summary.get``: the chapter's summary (made on first request, then cached)."""
+        """``chapter_summary.get``: the chapter's summary (made on first request, then stored)."""
         self.budget.spend("chapter_summary.get")
-        return self._summary(chapter_id)
+        return self.summary_of(chapter_id).text
 
-    def _summary(self, chapter_id: str) -> str:
+    def book_synopsis(self, book_id: str | None = None) -> str:
+        """``book_synopsis.get``: the book's synopsis (made on first request, then stored)."""
+        self.budget.spend("book_synopsis.get")
+        return self.synopsis_of(book_id).text
+
+    # --- summaries (no budget of their own: the tools above spend it) ----------------------------------
+    def summary_of(self, chapter_id: str) -> Summary:
+        """The chapter's summary: stored (or remembered) under its content hash and summariser, else made
+        now (map-reduce with the LLM summariser when there is one, else extractive) and stored. An LLM
+        summary that cannot be made (too few calls left in the budget, a failed or timed-out call) is
+        the extractive one, with a note."""
         book_id = self._chapter_book.get(chapter_id)
         if book_id is None:
             raise FolioError(chapter_id, "no such chapter in the books in play")
-        key = (book_id, chapter_id, "llm" if self.summarizer else "extractive")
-        with _SUMMARIES_LOCK:
-            if key in _SUMMARIES:
-                return _SUMMARIES[key]
-        texts = [h.text for h in self.stores[book_id].chunks_in([chapter_id])]
-        summary = extractive_summary(texts)
-        if self.summarizer is not None and summary:
-            summary = self.summarizer(summary)
-        with _SUMMARIES_LOCK:
-            return _SUMMARIES.setdefault(key, summary)
+        view = self.stores[book_id]
+        digest = text_hash(view.chapter_text(chapter_id))
+        notes: list[str] = []
+        texts: list[str] = []
+        if self.summarizer is not None:
+            key = SummaryKey(book_id, "chapter", chapter_id, digest, self.summarizer.id)
+            found = self._recall(key, notes)
+            if found is not None:
+                return found
+            texts = [h.text for h in view.chunks_in([chapter_id])]
+            summarizer = self.summarizer
+            title, chapter = str(view.descriptor.get("title", "")), view.titles.get(chapter_id, "")
+            made = self._by_llm(
+                lambda: summarizer.chapter(title, chapter, texts),
+                summarizer.chapter_calls(len(texts)),
+                "chapter summary",
+                notes,
+            )
+            if made is not None:
+                return self._keep(key, made, notes)
+        key = SummaryKey(book_id, "chapter", chapter_id, digest, EXTRACTIVE_ID)
+        found = self._recall(key, notes)
+        if found is not None:
+            return found
+        texts = texts or [h.text for h in view.chunks_in([chapter_id])]
+        return self._keep(key, extractive_summary(texts), notes)
 
-    def book_synopsis(self, book_id: str | None = None) -> str:
-        """``book_synopsis.get``: title, author, main entities and themes, and the opening chapters' gist."""
-        self.budget.spend("book_synopsis.get")
+    def synopsis_of(self, book_id: str | None = None) -> Summary:
+        """The book's synopsis, stored like chapter summaries. With the LLM summariser: map-reduce over
+        every chapter's summary (the LLM one where stored, else the extractive one); else extractive:
+        title and author, main characters and themes (concept map), chapter titles and the first two
+        chapters' summaries."""
         book_id = book_id or (self._books()[0] if self.stores else "")
         if book_id not in self.stores:
             raise FolioError(book_id or "book", "no such book in play")
-        key = (book_id, "", "synopsis")
-        with _SUMMARIES_LOCK:
-            if key in _SUMMARIES:
-                return _SUMMARIES[key]
         d = self.stores[book_id].descriptor
-        parts = [f"{d.get('title', '')} by {d.get('author', '')}."]
+        digest = synopsis_hash(d)
+        notes: list[str] = []
+        if self.summarizer is not None:
+            key = SummaryKey(book_id, "synopsis", "", digest, self.summarizer.id)
+            found = self._recall(key, notes)
+            if found is not None:
+                return found
+            chapters = [(c["title"], self._chapter_for_synopsis(c["chapter_id"])) for c in d["chapters"]]
+            summarizer = self.summarizer
+            made = self._by_llm(
+                lambda: self._with_concepts(book_id, summarizer.synopsis(d, chapters)),
+                summarizer.synopsis_calls(chapters),
+                "synopsis",
+                notes,
+            )
+            if made is not None:
+                return self._keep(key, made, notes)
+        key = SummaryKey(book_id, "synopsis", "", digest, EXTRACTIVE_ID)
+        found = self._recall(key, notes)
+        if found is not None:
+            return found
+        parts = [synopsis_header(d)]
         cmap = self.concept_maps.get(book_id)
         if cmap is not None:
             parts.append("Main characters: " + ", ".join(e.name for e in cmap.entities[:8]) + ".")
             parts.append("Themes: " + "; ".join(t.label for t in cmap.themes[:5]) + ".")
         parts.append("Chapters: " + ", ".join(c["title"] for c in d["chapters"][:12]) + ".")
-        parts.extend(self._summary(c["chapter_id"]) for c in d["chapters"][:2])
-        synopsis = " ".join(p for p in parts if p)
+        parts.extend(self._chapter_for_synopsis(c["chapter_id"], llm=False) for c in d["chapters"][:2])
+        return self._keep(key, " ".join(p for p in parts if p), notes)
+
+    def _chapter_for_synopsis(self, chapter_id: str, llm: bool = True) -> str:
+        """A chapter's summary for a synopsis, never made by the LLM here (an LLM summary of every
+        chapter would cost calls without bound): the stored LLM one (``llm``), else the extractive one."""
+        book_id = self._chapter_book[chapter_id]
+        view = self.stores[book_id]
+        digest = text_hash(view.chapter_text(chapter_id))
+        if llm and self.summarizer is not None:
+            found = self._recall(SummaryKey(book_id, "chapter", chapter_id, digest, self.summarizer.id), [])
+            if found is not None:
+                return found.text
+        key = SummaryKey(book_id, "chapter", chapter_id, digest, EXTRACTIVE_ID)
+        found = self._recall(key, [])
+        if found is not None:
+            return found.text
+        return self._keep(key, extractive_summary([h.text for h in view.chunks_in([chapter_id])]), []).text
+
+    def _with_concepts(self, book_id: str, synopsis: str) -> str:
+        cmap = self.concept_maps.get(book_id)
+        if cmap is None or not cmap.entities:
+            return synopsis
+        return synopsis + "\n\nMain characters: " + ", ".join(e.name for e in cmap.entities[:8]) + "."
+
+    def _store(self, book_id: str) -> SummaryStore | None:
+        """The summary store of ``book_id``'s library (None: this process's memory only)."""
+        if self.summaries is not None:
+            return self.summaries
+        directory = getattr(getattr(self.stores[book_id], "index", None), "directory", None)
+        return summary_store(directory) if directory is not None else None
+
+    def _recall(self, key: SummaryKey, notes: list[str]) -> Summary | None:
+        """The summary of ``key`` from this process's memory or the library's store, else None."""
         with _SUMMARIES_LOCK:
-            return _SUMMARIES.setdefault(key, synopsis)
+            text = _SUMMARIES.get(key)
+        if text is None:
+            store = self._store(key.book_id)
+            text = store.get(key) if store is not None else None
+            if text is None:
+                return None
+            with _SUMMARIES_LOCK:
+                _SUMMARIES[key] = text
+        return Summary(text, key.summariser, False, tuple(notes))
+
+    def _keep(self, key: SummaryKey, text: str, notes: list[str]) -> Summary:
+        """Remember ``text`` under ``key`` in this process and store it in the library (a store that
+        cannot be written: one note, the summary kept for this process only)."""
+        with _SUMMARIES_LOCK:
+            _SUMMARIES[key] = text
+        store = self._store(key.book_id)
+        if store is not None and not store.put(key, text):
+            note = f"summaries are not stored in the library ({store.problem}): kept for this process only"
+            notes.append(note)
+        self._note(notes)
+        return Summary(text, key.summariser, True, tuple(notes))
+
+    def _by_llm(self, make: Callable[[], str], calls: int, what: str, notes: list[str]) -> str | None:
+        """``make()`` (an LLM summary of ``calls`` calls), or None with a note when the question's budget
+        has fewer than ``calls + SUMMARY_RESERVE`` left or a call fails (the caller gives the extractive
+        summary)."""
+        budget = self.summarizer.budget if self.summarizer is not None else None
+        if budget is not None and budget.left < calls + SUMMARY_RESERVE:
+            notes.append(
+                f"an LLM {what} takes {calls} call(s) and one more is kept for the answer, but "
+                f"{budget.left} are left for this question: extractive {what} given"
+            )
+            return None
+        try:
+            return make()
+        except LLMError as exc:
+            notes.append(f"LLM {what} failed ({exc.reason}): extractive {what} given")
+            return None
+
+    def _note(self, notes: Sequence[str]) -> None:
+        for note in notes:
+            if note not in self.summary_notes:
+                self.summary_notes.append(note)
 
     # --- OpenAI tool calling ----------------------------------------------------------------------------
     @staticmethod
@@ -487,10 +604,10 @@ class BookTools:
                     for b, m in self.concept_map_lookup(str(args.get("query", "")))
                 ]
             elif name == "chapter_summary_get":
-                value = {
-                    "chapter_id": args.get("chapter_id"),
-                    "summary": self.chapter_summary(str(args["chapter_id"])),
-                }
+                self.budget.spend("chapter_summary.get")
+                summary = self.summary_of(str(args["chapter_id"]))
+                value = {"chapter_id": args.get("chapter_id"), "summary": summary.text}
+                value.update({"notes": list(summary.notes)} if summary.notes else {})
             elif name == "text_search":
                 value = [_hit_row(h) for h in self.text_search(str(args.get("query", "")), args.get("scope"))]
             elif name == "semantic_search":
@@ -499,7 +616,10 @@ class BookTools:
             elif name == "chunk_get":
                 value = _hit_row(self.chunk(str(args["location_id"])), max_chars=10_000)
             elif name == "book_synopsis_get":
-                value = {"synopsis": self.book_synopsis(args.get("book_id"))}
+                self.budget.spend("book_synopsis.get")
+                synopsis = self.synopsis_of(args.get("book_id"))
+                value = {"synopsis": synopsis.text}
+                value.update({"notes": list(synopsis.notes)} if synopsis.notes else {})
             else:
                 value = {"error": f"unknown tool {name!r}"}
         except BudgetExceeded:
