@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from folio.nodes.backends.encoder import remembered_encode
-from folio.nodes.text import content_words, fold, named_phrases, sentences, stem, stems, words
+from folio.nodes.text import content_words, fold, named_phrases, sentences, stem, words
 from folio.nodes.types import Hit
 
 # --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
