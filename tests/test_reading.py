@@ -122,6 +122,14 @@ def test_word_scores_weigh_rare_words_and_match_inflections() -> None:
     assert scores[0] < 0.5  # "Hansel" is in every text: it counts least (a name counts double)
 
 
+def test_an_irregular_past_form_matches_the_question_s_base_form() -> None:
+    texts = ["The king sent his servant to the mill.", "The king walked to the mill."]
+    scores = word_scores("Who did the king send to the mill?", texts)
+    assert scores[0] > scores[1]
+    mice = word_scores("Where did the mouse hide?", ["The mice hid in the wall.", "The cat slept."])
+    assert mice[0] == pytest.approx(1.0)
+
+
 def _grimm_story(title: str) -> str:
     text = GRIMM.read_text(encoding="utf-8")
     start = text.index(title + "\n")
