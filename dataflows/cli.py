@@ -338,10 +338,12 @@ def cmd_viz(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     from folio.dataflows.asking import ask
     from folio.dataflows.formatting import format_answer
+    from folio.dataflows.library import Library
 
     result = ask(
         args.question, config=args.config, library=args.library, zim_paths=args.zim, kiwix_url=args.kiwix_url
     )
+    _name_damaged(Library(args.library))  # answered from the others
     print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False) if args.json else format_answer(result))
     return 0
 
