@@ -400,6 +400,7 @@ def test_commands_write_nothing_under_home(library, tmp_path):
 
 # --- an interrupted ingest --------------------------------------------------------------------------------
 def test_ctrl_c_during_an_ingest_leaves_the_library_as_it_was(alice_copy, data_dir):
+    from tests.fault_corpus import _default_sigint
     from tests.test_library import _snapshot
 
     before = _snapshot(alice_copy)
@@ -407,7 +408,10 @@ def test_ctrl_c_during_an_ingest_leaves_the_library_as_it_was(alice_copy, data_d
     environ = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
     command = ["ingest", str(book), "--quiet", "--library", str(alice_copy)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "folio.dataflows.cli", *command], stderr=subprocess.PIPE, env=environ
+        [sys.executable, "-m", "folio.dataflows.cli", *command],
+        stderr=subprocess.PIPE,
+        env=environ,
+        preexec_fn=_default_sigint,  # a test run started in the background ignores SIGINT: not the command
     )
     deadline = time.monotonic() + 240
     staged = None
