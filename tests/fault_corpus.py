@@ -164,23 +164,14 @@ class Ctx:
         return target
 
     def book_ids(self, lib: Path) -> list[str]:
-        import sqlite3
+        from tests.test_hardening_cli import book_ids
 
-        con = sqlite3.connect(lib / "library.sqlite")
-        try:
-            return sorted(r[0] for r in con.execute("SELECT book_id FROM books"))
-        finally:
-            con.close()
+        return book_ids(lib)
 
     def sql(self, lib: Path, statement: str, params: tuple[Any, ...] = ()) -> None:
-        import sqlite3
+        from tests.test_hardening_cli import damage_row
 
-        con = sqlite3.connect(lib / "library.sqlite")
-        try:
-            con.execute(statement, params)
-            con.commit()
-        finally:
-            con.close()
+        damage_row(lib, statement, params)
 
     def serve(self, server: Any) -> Any:
         """Keep a test server up for the case's run (stopped after it)."""
@@ -867,6 +858,7 @@ def _desc_ask(ctx: Ctx) -> Run:
     return Run(
         _lib_args(lib, "ask", "Who was the captain of the ship?"),
         ("ok", "degraded"),
+        names=(book,),
         env=LEX,
         library=lib,
         limit=120,

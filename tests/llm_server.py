@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from folio.dataflows.measuring import free_port
-from tests.servers import stop_by_pid
+from tests.servers import stop_by_pid, wait_until_answering
 
 CHAT_FORMAT = "chatml-function-calling"
 MODEL_NAME = "smollm2-135m"
@@ -109,18 +109,13 @@ def start_llama_server(wait_seconds: float = 120.0) -> LlamaServer:
     log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server) not a pipe: a full pipe would stall the server
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
     server = LlamaServer(f"http://127.0.0.1:{port}/v1", MODEL_NAME, process.pid, process)
-    deadline = time.monotonic() + wait_seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log.seek(0)
-            err = log.read().decode("utf-8", "replace")
-            pytest.skip(f"llama_cpp.server exited with {process.returncode}: {err.strip()[-300:]}")
-        try:
-            if httpx.get(f"{server.url}/models", timeout=1.0).status_code == 200:
-                _smoke(server)
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    server.stop()
-    raise RuntimeError(f"llama_cpp.server did not answer on {server.url} within {wait_seconds:g} s")
+    state = wait_until_answering(process, f"{server.url}/models", wait_seconds, interval=0.2)
+    if state == "exited":
+        log.seek(0)
+        err = log.read().decode("utf-8", "replace")
+        pytest.skip(f"llama_cpp.server exited with {process.returncode}: {err.strip()[-300:]}")
+    if state == "silent":
+        server.stop()
+        raise RuntimeError(f"llama_cpp.server did not answer on {server.url} within {wait_seconds:g} s")
+    _smoke(server)
+    return server

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import httpx
 import pytest
@@ -99,19 +99,32 @@ def start_kiwix_serve(zim_paths: Sequence[str | os.PathLike[str]], wait_seconds:
     ]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     server = KiwixServe(url=f"http://127.0.0.1:{port}", pid=process.pid, process=process)
+    state = wait_until_answering(process, f"{server.url}/catalog/v2/entries", wait_seconds, interval=0.1)
+    if state == "exited":
+        stderr = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
+        raise RuntimeError(f"kiwix-serve exited with {process.returncode}: {stderr.strip()[-500:]}")
+    if state == "silent":
+        server.stop()
+        raise RuntimeError(f"kiwix-serve did not answer on {server.url} within {wait_seconds:g} s")
+    return server
+
+
+def wait_until_answering(
+    process: subprocess.Popen[bytes], probe_url: str, wait_seconds: float, interval: float
+) -> Literal["up", "exited", "silent"]:
+    """Poll ``probe_url`` every ``interval`` seconds until it answers 200 (``up``), the server
+    ``process`` ends (``exited``) or ``wait_seconds`` pass (``silent``)."""
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            stderr = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
-            raise RuntimeError(f"kiwix-serve exited with {process.returncode}: {stderr.strip()[-500:]}")
+            return "exited"
         try:
-            if httpx.get(f"{server.url}/catalog/v2/entries", timeout=1.0).status_code == 200:
-                return server
+            if httpx.get(probe_url, timeout=1.0).status_code == 200:
+                return "up"
         except httpx.HTTPError:
             pass
-        time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"kiwix-serve did not answer on {server.url} within {wait_seconds:g} s")
+        time.sleep(interval)
+    return "silent"
 
 
 # --- scripted OpenAI-compatible server ------------------------------------------------------------
