@@ -9,9 +9,11 @@
   ``[n]``; citation ``n`` is that sentence (book, chapter, the chunk it was read from, the sentence's
   chapter offsets, its text as ``quote``).
 - LLM (``llm: openai``, ``answer_mode: pipeline``): one chat call over the numbered passages (and any
-  chapter summaries); the answer's ``[n]`` markers map to the passages (citation: the passage's span
-  and text), renumbered in order of first use. An answer without a valid marker, or a failed call,
-  gives the extractive answer and a note.
+  chapter summaries), asked for at most ``answer_max_words`` words and bounded to
+  ``ANSWER_TOKENS_PER_WORD`` tokens a word (a reply cut there keeps its finished sentences; HTML
+  entities a server's template put in are decoded); the answer's ``[n]`` markers map to the passages
+  (citation: the passage's span and text), renumbered in order of first use. An answer without a valid
+  marker, one that echoes its instructions, or a failed call gives the extractive answer and a note.
 - Agent (``answer_mode: agent``): the LLM calls the book tools through OpenAI tool calling, under the
   same budget; it cites locations as ``[BOOK_ID/CHUNK_ID]``, which must be chunks a tool returned (the
   citation is the chunk). When the budget is spent, or the answer cites nothing valid, the answer is
@@ -34,6 +36,7 @@ in ``nodes/reading.py``.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -45,7 +48,7 @@ from hamilton.function_modifiers import config
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import TOOL_SPECS, BookTools, BudgetExceeded, ToolBudget
 from folio.nodes.reading import Passage, Quote, answer_passages, read_book
-from folio.nodes.text import coverage, stems
+from folio.nodes.text import coverage, stems, words
 from folio.nodes.types import (
     NO_RESULTS,
     SEMANTIC_UNAVAILABLE,
@@ -64,6 +67,15 @@ T = TypeVar("T")
 NOT_FOUND = "I could not find support for this in the books."
 AGENT_RESERVE = 2  # budget calls the agent leaves for the extractive fallback's two searches
 AGENT_UNCITED = "agent answer cited no retrieved excerpt: extractive answer given"
+# An LLM answer is asked for at most ``answer_max_words`` words, and its reply is bounded to this many
+# tokens a word (an English word is 1.3 tokens, a citation marker 3): a model that rambles stops there
+# (SmolLM2 once wrote 470 tokens, 10 s on 2 cores), and the unfinished sentence is dropped.
+ANSWER_TOKENS_PER_WORD = 3
+# An LLM answer that repeats this many consecutive words of its instructions is an echo (SmolLM2 answers
+# some questions with the system prompt, whose "like [1]" would otherwise pass as a citation).
+ECHO_WORDS = 6
+LLM_ECHO = "LLM answer repeated its instructions: extractive answer given"
+_SENTENCE_END = re.compile(r"""[.!?]["')\]]*(?:\s*\[\d+\])*""")
 _MARKER = re.compile(r"\[(\d+)\]")
 _LOCATION = re.compile(r"\[([^\[\]\s]+/[^\[\]\s]+)\]")
 
@@ -203,6 +215,35 @@ def _located(content: str, seen: dict[str, Hit]) -> tuple[str, tuple[Citation, .
     return text.strip(), tuple(_citation(seen[loc]) for loc in order)
 
 
+def _answer_tokens(llm_client: Any, max_words: int) -> int:
+    """The reply bound of an LLM answer: ``ANSWER_TOKENS_PER_WORD`` a word, never over the client's."""
+    bound = ANSWER_TOKENS_PER_WORD * max(1, max_words)
+    return min(bound, int(getattr(llm_client, "max_tokens", bound)))
+
+
+def _whole_sentences(content: str) -> str:
+    """A reply cut at its length bound, up to its last finished sentence (with that sentence's
+    markers); the reply as it is when no sentence finished."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(content)]
+    return content[: ends[-1]].rstrip() if ends else content
+
+
+def _echoes(content: str, instructions: str, n: int = ECHO_WORDS) -> bool:
+    """Whether ``content`` repeats ``n`` consecutive words of ``instructions``."""
+    said = words(instructions)
+    runs = {tuple(said[i : i + n]) for i in range(len(said) - n + 1)}
+    answer = words(content)
+    return any(tuple(answer[i : i + n]) in runs for i in range(len(answer) - n + 1))
+
+
+def _reply_text(content: str, truncated: bool) -> str:
+    """An LLM answer as a person reads it: HTML entities decoded (a server whose chat template escapes
+    the prompt gets them copied back: llama-cpp-python's ``&#34;``), cut to its last finished sentence
+    when the reply hit its length bound."""
+    text = html.unescape(content)
+    return _whole_sentences(text) if truncated else text
+
+
 def _excerpts(passages: Sequence[Passage]) -> str:
     return "\n\n".join(
         f"[{i}] ({p.quotes[0].chapter_title or p.quotes[0].chapter_id}) {p.text}"
@@ -211,7 +252,7 @@ def _excerpts(passages: Sequence[Passage]) -> str:
 
 
 def _answer_messages(
-    question: str, passages: Sequence[Passage], summaries: Sequence[tuple[str, str]]
+    question: str, passages: Sequence[Passage], summaries: Sequence[tuple[str, str]], max_words: int
 ) -> list[dict[str, str]]:
     context = _excerpts(passages)
     if summaries:
@@ -219,8 +260,9 @@ def _answer_messages(
     return [
         {
             "role": "system",
-            "content": "Answer the question only from the numbered excerpts. Put the excerpt number in "
-            "square brackets, like [1], after every claim. If the excerpts do not answer it, say so.",
+            "content": f"Answer the question in at most {max_words} words, only from the numbered "
+            "excerpts. Put the excerpt number in square brackets, like [1], after every claim. If the "
+            "excerpts do not answer it, say so.",
         },
         {"role": "user", "content": f"Question: {question}\n\nExcerpts:\n{context}"},
     ]
@@ -393,10 +435,13 @@ def book_results__llm(
         if not ev.sufficient or not passages:
             out.append(_extractive_result(r, ev, passages, book_catalog, max_words))
             continue
+        messages = _answer_messages(r.question, passages, chapter_summaries, max_words)
         try:
-            content = llm_client.chat(_answer_messages(r.question, passages, chapter_summaries)).content
-            cited = _cited(content, passages)
-            note = "LLM answer cited no excerpt: extractive answer given" if cited is None else ""
+            reply = llm_client.chat(messages, max_tokens=_answer_tokens(llm_client, max_words))
+            content = _reply_text(reply.content, reply.truncated)
+            echo = _echoes(content, messages[0]["content"])
+            cited = None if echo else _cited(content, passages)
+            note = LLM_ECHO if echo else "LLM answer cited no excerpt: extractive answer given"
         except LLMError as exc:
             cited, note = None, f"LLM answer failed ({exc.reason}): extractive answer given"
         if cited is None:
@@ -429,7 +474,7 @@ def book_results__agent(
         )
         if tools.semantic_error is not None and SEMANTIC_UNAVAILABLE not in notes:
             notes.append(SEMANTIC_UNAVAILABLE)
-        cited = _located(content, tools.seen) if content else None
+        cited = _located(html.unescape(content), tools.seen) if content else None
         if cited is not None:
             out.append(_book_result(r, cited[0], cited[1], book_catalog, notes))
             continue

@@ -102,9 +102,9 @@ def start_llama_server(wait_seconds: float = 120.0) -> LlamaServer:
         "--n_ctx",
         "8192",
         "--n_threads",
-        "1",
+        "2",
         "--n_threads_batch",
-        "1",
+        "2",
     ]
     log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server) not a pipe: a full pipe would stall the server
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)

@@ -141,6 +141,7 @@ class Reply:
     body: str | None = None  # raw response body, sent as is (malformed JSON tests)
     headers: tuple[tuple[str, str], ...] = ()  # extra response headers (Retry-After)
     trickle: float = 0.0  # seconds between the body's bytes (a server that trickles)
+    finish_reason: str | None = None  # default: "tool_calls" with tool calls, else "stop"
 
     @classmethod
     def answer(cls, content: str | dict[str, Any] | list[Any], delay: float = 0.0) -> Reply:
@@ -322,7 +323,8 @@ class ScriptedLLMServer(_BackgroundServer):
                         {
                             "index": 0,
                             "message": message,
-                            "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                            "finish_reason": reply.finish_reason
+                            or ("tool_calls" if reply.tool_calls else "stop"),
                         }
                     ],
                     "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},

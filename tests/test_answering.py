@@ -9,13 +9,18 @@ import pytest
 from folio.dataflows.asking import ask
 from folio.nodes.answering import (
     AGENT_UNCITED,
+    ANSWER_TOKENS_PER_WORD,
+    LLM_ECHO,
     NOT_FOUND,
     _cited,
+    _echoes,
     _extractive,
     _in_chunks,
     _invalid_tool_call,
     _located,
     _not_found,
+    _reply_text,
+    _whole_sentences,
 )
 from folio.nodes.reading import Passage, Quote, read_book
 from folio.nodes.types import Hit
@@ -102,6 +107,62 @@ def test_llm_pipeline_answer_cites_the_excerpts_it_names(fairytale_library: Path
     assert answer.answer == "She gave him camomile tea [1]."
     assert len(answer.citations) == 1 and "camomile" in prompt.split("[2]")[0].lower()
     assert answer.tool_calls == 5  # llm router, concept lookup, two searches, llm answer
+
+
+def test_an_llm_answer_cut_at_its_bound_keeps_its_finished_sentences() -> None:
+    assert _whole_sentences('He ran home [1]. "Stop!" she cried [2]. Then the wolf') == (
+        'He ran home [1]. "Stop!" she cried [2].'
+    )
+    assert _whole_sentences("He ran. [1] And then") == "He ran. [1]"
+    assert _whole_sentences("no sentence ends here") == "no sentence ends here"
+
+
+def test_an_llm_answer_is_asked_for_the_answer_words_and_bounded(fairytale_library: Path) -> None:
+    with ScriptedLLMServer(
+        [
+            {"route": "BOOK", "confidence": 0.9, "suggested_queries": []},
+            Reply(content="She gave him camomile tea [1]. Then she went to", finish_reason="length"),
+        ]
+    ) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config={
+                "llm": "openai",
+                "llm_base_url": server.url,
+                "llm_max_retries": 0,
+                "answer_max_words": 40,
+            },
+        )
+        request = server.requests[1]
+    assert "at most 40 words" in request["messages"][0]["content"]
+    assert request["max_tokens"] == 40 * ANSWER_TOKENS_PER_WORD
+    assert answer.answer == "She gave him camomile tea [1]."
+
+
+def test_an_llm_answer_reads_as_text_without_html_entities() -> None:
+    assert _reply_text("&#34;Stop!&#34; she cried [1]. And", truncated=True) == '"Stop!" she cried [1].'
+    assert _reply_text("Tom &amp; Moppet [1]", truncated=False) == "Tom & Moppet [1]"
+
+
+def test_an_llm_answer_that_echoes_its_instructions_is_not_an_answer(fairytale_library: Path) -> None:
+    """SmolLM2 answered three of 60 FairytaleQA questions with the system prompt; its "like [1]" must not
+    count as a citation."""
+    echo = (
+        "The answer to the question in at most 60 words, only from the numbered excerpts. Put the excerpt "
+        "number in square brackets, like [1], after every claim."
+    )
+    with ScriptedLLMServer(
+        [{"route": "BOOK", "confidence": 0.9, "suggested_queries": []}, Reply.answer(echo)]
+    ) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config={"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0},
+        )
+    assert LLM_ECHO in answer.notes
+    assert "camomile" in answer.answer.lower() and "square brackets" not in answer.answer
+    assert not _echoes("She gave him camomile tea [1], and put him to bed.", echo)
 
 
 def test_llm_answer_without_markers_falls_back_to_extractive(fairytale_library: Path) -> None:

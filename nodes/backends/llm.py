@@ -116,6 +116,13 @@ class ChatResult:
     tool_calls: tuple[ToolCall, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def truncated(self) -> bool:
+        """Whether the server stopped the reply at its length bound (``finish_reason: length``)."""
+        choices = self.raw.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else {}
+        return isinstance(first, dict) and first.get("finish_reason") == "length"
+
 
 def parse_json_answer(content: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """Parse a model's JSON answer (code fences and surrounding prose allowed) and check it against
