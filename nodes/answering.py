@@ -55,6 +55,7 @@ from folio.nodes.types import (
     Answer,
     BookEvidence,
     BookInfo,
+    ChapterSummary,
     Citation,
     FusedContext,
     Hit,
@@ -252,11 +253,11 @@ def _excerpts(passages: Sequence[Passage]) -> str:
 
 
 def _answer_messages(
-    question: str, passages: Sequence[Passage], summaries: Sequence[tuple[str, str]], max_words: int
+    question: str, passages: Sequence[Passage], summaries: Sequence[ChapterSummary], max_words: int
 ) -> list[dict[str, str]]:
     context = _excerpts(passages)
     if summaries:
-        context += "\n\nChapter summaries:\n" + "\n".join(f"- {s}" for _, s in summaries)
+        context += "\n\nChapter summaries:\n" + "\n".join(f"- {s.text}" for s in summaries)
     return [
         {
             "role": "system",
@@ -423,14 +424,16 @@ def book_results__llm(
     book_questions: tuple[RouteDecision, ...],
     book_evidence: tuple[BookEvidence, ...],
     book_passages: tuple[tuple[Passage, ...], ...],
-    chapter_summaries: tuple[tuple[str, str], ...],
+    chapter_summaries: tuple[ChapterSummary, ...],
     book_catalog: tuple[BookInfo, ...],
     llm_client: Any,
     answer_max_words: int = 60,
 ) -> tuple[SourceResult, ...]:
-    """Each book clause's LLM answer over the reader's passages, ``[n]`` markers mapped to passages."""
+    """Each book clause's LLM answer over the reader's passages, ``[n]`` markers mapped to passages;
+    the notes of the chapter summaries in its prompt are its notes too."""
     out = []
     max_words = int(answer_max_words)
+    summary_notes = tuple(dict.fromkeys(n for s in chapter_summaries for n in s.notes))
     for r, ev, passages in zip(book_questions, book_evidence, book_passages, strict=True):
         if not ev.sufficient or not passages:
             out.append(_extractive_result(r, ev, passages, book_catalog, max_words))
@@ -445,9 +448,9 @@ def book_results__llm(
         except LLMError as exc:
             cited, note = None, f"LLM answer failed ({exc.reason}): extractive answer given"
         if cited is None:
-            out.append(_extractive_result(r, ev, passages, book_catalog, max_words, (note,)))
+            out.append(_extractive_result(r, ev, passages, book_catalog, max_words, (*summary_notes, note)))
         else:
-            out.append(_book_result(r, cited[0], cited[1], book_catalog, ev.notes))
+            out.append(_book_result(r, cited[0], cited[1], book_catalog, (*ev.notes, *summary_notes)))
     return tuple(out)
 
 

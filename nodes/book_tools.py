@@ -38,7 +38,8 @@
    the LLM answer's prompt (so only with ``llm: openai``). A summary is read from the library's store
    when an earlier request made it, else made (map-reduce by the question's LLM client, at most 5
    calls of the budget, extractive when fewer are left or a call fails) and stored
-   (``backends.summaries``, ``backends.summary_store``).
+   (``backends.summaries``, ``backends.summary_store``); a summary's notes (an LLM summary that fell
+   back to the extractive one) are the answer's notes too.
 
 Degradation: when semantic search cannot run (no encoder, a broken vector index) the flow is
 lexical-only and notes "Semantic search unavailable". When the tool budget is spent, retrieval stops
@@ -85,7 +86,14 @@ from folio.nodes.text import (
     stems,
     tokens,
 )
-from folio.nodes.types import SEMANTIC_UNAVAILABLE, BookEvidence, ConceptMap, Hit, RouteDecision
+from folio.nodes.types import (
+    SEMANTIC_UNAVAILABLE,
+    BookEvidence,
+    ChapterSummary,
+    ConceptMap,
+    Hit,
+    RouteDecision,
+)
 
 SCOPE_MIN_SCORE = 0.2
 SCOPE_KINDS = ("entity", "event")  # themes are too broad to narrow the search (measured)
@@ -405,21 +413,23 @@ def book_evidence__pipeline(
 @config.when(answer_summaries=True, answer_mode="pipeline", llm="openai")
 def chapter_summaries__on(
     book_evidence: tuple[BookEvidence, ...], book_tools: BookTools
-) -> tuple[tuple[str, str], ...]:
-    """Summaries of the chapters of each clause's top two hits (``answer_summaries: true``)."""
-    out: list[tuple[str, str]] = []
+) -> tuple[ChapterSummary, ...]:
+    """Summaries of the chapters of each clause's top two hits (``answer_summaries: true``), with their
+    notes."""
+    out: list[ChapterSummary] = []
     for ev in book_evidence:
         for hit in ev.hits[:2]:
-            if any(cid == hit.chapter_id for cid, _ in out):
+            if any(s.chapter_id == hit.chapter_id for s in out):
                 continue
             try:
-                out.append((hit.chapter_id, book_tools.chapter_summary(hit.chapter_id)))
+                made = book_tools.chapter_summary_with_notes(hit.chapter_id)
             except BudgetExceeded:
                 return tuple(out)
+            out.append(ChapterSummary(hit.chapter_id, made.text, made.notes))
     return tuple(out)
 
 
 @config.when(answer_summaries=False, answer_mode="pipeline", llm="openai")
-def chapter_summaries__off() -> tuple[tuple[str, str], ...]:
+def chapter_summaries__off() -> tuple[ChapterSummary, ...]:
     """No chapter summaries (``answer_summaries: false``)."""
     return ()

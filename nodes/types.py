@@ -766,6 +766,16 @@ class BookEvidence:
 
 
 @dataclass(frozen=True)
+class ChapterSummary:
+    """A chapter summary given to the LLM answer: its text and notes (an LLM summary that fell back to
+    the extractive one), which the answer carries."""
+
+    chapter_id: str
+    text: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SourceResult:
     """One source's answer to one question or clause (``error`` set when it failed)."""
 

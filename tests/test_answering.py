@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,33 @@ def test_an_llm_answer_that_echoes_its_instructions_is_not_an_answer(fairytale_l
     assert LLM_ECHO in answer.notes
     assert "camomile" in answer.answer.lower() and "square brackets" not in answer.answer
     assert not _echoes("She gave him camomile tea [1], and put him to bed.", echo)
+
+
+def test_an_llm_answer_carries_the_notes_of_its_chapter_summaries(
+    fairytale_library: Path, tmp_path: Path
+) -> None:
+    """A summary the LLM could not make (the server fails every call after the router) is extractive, and
+    the answer says so, beside its own fallback note."""
+    library = tmp_path / "lib"
+    shutil.copytree(
+        fairytale_library, library
+    )  # summaries are stored in the library: keep the shared one clean
+    with ScriptedLLMServer([{"route": "BOOK", "confidence": 0.9, "suggested_queries": []}]) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=library,
+            config={
+                "llm": "openai",
+                "llm_base_url": server.url,
+                "llm_max_retries": 0,
+                "answer_summaries": True,
+                "max_tool_calls": 16,
+            },
+        )
+    summary_notes = [n for n in answer.notes if n.startswith("LLM chapter summary failed")]
+    assert summary_notes and "extractive chapter summary given" in summary_notes[0], answer.notes
+    assert any(n.startswith("LLM answer failed") for n in answer.notes)
+    assert answer.citations and "camomile" in answer.answer.lower()
 
 
 def test_llm_answer_without_markers_falls_back_to_extractive(fairytale_library: Path) -> None:

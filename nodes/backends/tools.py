@@ -408,8 +408,12 @@ class BookTools:
 
     def chapter_summary(self, chapter_id: str) -> str:
         """``chapter_summary.get``: the chapter's summary (made on first request, then stored)."""
+        return self.chapter_summary_with_notes(chapter_id).text
+
+    def chapter_summary_with_notes(self, chapter_id: str) -> Summary:
+        """``chapter_summary.get`` with the summary's notes (one call of the budget)."""
         self.budget.spend("chapter_summary.get")
-        return self.summary_of(chapter_id).text
+        return self.summary_of(chapter_id)
 
     def book_synopsis(self, book_id: str | None = None) -> str:
         """``book_synopsis.get``: the book's synopsis (made on first request, then stored)."""
