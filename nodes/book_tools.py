@@ -17,8 +17,8 @@
    Concrete → ``text_search`` first, then ``semantic_search``; conceptual → the reverse. The two lists
    are fused by a convex combination of min-max-normalised scores, ``primary_search_weight`` (0.65) on
    the first one.
-3. Evidence is *sufficient* when (a) every name of the clause is held by the top ten lexical and top
-   ten semantic chunks: each content word of the name is there (light stems, any case; one slip —
+3. Evidence is *sufficient* when (a) every name of the clause is held by one of the top ten lexical and
+   top ten semantic chunks: each content word of the name is in that chunk (light stems, any case; one slip —
    a letter added, dropped, changed or two swapped, in words of 5+ letters — forgiven against a
    capitalised word there: "Jemina" for "Jemima") and its last word is there capitalised or the whole
    name is there as consecutive words (names: ``named_phrases``, a lone capitalised first word aside);
@@ -28,7 +28,10 @@
    words alone at ``LEXICAL_ONLY_COVERAGE`` (0.5). Nothing retrieved is insufficient. Insufficient
    evidence in candidate chapters widens the search to the whole routed books, once (``widened``);
    whole-book evidence is never widened again; insufficient whole-book evidence is the refusal, with a
-   note naming the names the books do not hold ("Not in the books searched: Moriarty").
+   note naming the names the books do not hold ("Not in the books searched: Moriarty"). A clause with
+   no name of its own that points back with a pronoun to names the clause before it missed is
+   insufficient too ("Who is Count Dracula and where is his castle?": no castle a book describes is
+   his).
    Calibrated on the odd-numbered questions of ``tests/qa/library_questions.jsonl`` (40 off-library,
    40 in-library, over the sample library): a question about something no book holds names a thing no
    book mentions (Dracula, Captain Hook) or reads unlike every passage (similarity under 0.44 for
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -129,6 +133,9 @@ def _scope(lookup: Sequence[tuple[str, Any]], max_chapters: int) -> tuple[str, .
     return tuple(sorted(order, key=lambda c: (-order[c], c))[: max(1, int(max_chapters))]) or None
 
 
+_BACK_PRONOUN = re.compile(r"\b(?:he|him|his|she|her|hers|it|its|they|them|their|theirs)\b", re.IGNORECASE)
+
+
 def _names(question: str) -> tuple[tuple[str, ...], ...]:
     """The question's names (``named_phrases``) as their words; a lone capitalised first word is the
     sentence's capital, not a name ("Describe the wolf")."""
@@ -163,10 +170,11 @@ def _one_edit(a: str, b: str) -> bool:
 
 
 def _missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
-    """The question's names that the evidence ``texts`` do not hold. A name is held when each of its
-    content words is in the texts (light stems, any case; one slip after the first two letters forgiven
-    against a name there)
-    and its last word is there capitalised, as a name, or the whole name is there as consecutive words
+    """The question's names that the evidence ``texts`` do not hold. A name is held when one text holds
+    each of its content words (light stems, any case; one slip after the first two letters forgiven
+    against a name there; "Long John Silver" is not held by "long" in one chunk, "John" in another and
+    "silver" in a third)
+    and its last word there capitalised, as a name, or the whole name there as consecutive words
     ("Captain Hook" is not held by a text about a captain and his hooks; "Red-Headed League" is held by
     "the Redheaded League", "Puddle-Ducks" by "Puddle-ducks")."""
     names = _names(question)
@@ -174,20 +182,56 @@ def _missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
         return ()
     wanted = [stem(w) for name in names for w in content_words(" ".join(name))]
     prefixes = {w[:2] for w in wanted}
-    seen = {tok for text in texts for tok in tokens(text) if tok[:2].lower() in prefixes}  # the few that may
+    held_by = [_name_words(text, prefixes) for text in texts]
+    return tuple(
+        " ".join(name)
+        for name in names
+        if not any(_holds(text, name, *found) for text, found in zip(texts, held_by, strict=True))
+    )
+
+
+def _holds(text: str, name: tuple[str, ...], words: set[str], capitalised: set[str]) -> bool:
+    """Whether ``text`` (its ``_name_words``) holds ``name`` (see ``_missing_names``)."""
+    head = name[-1]
+    as_name = not head.isalpha() or _near(stem(fold(head)), capitalised, capitalised)
+    if not as_name:
+        phrase = re.compile(r"\b" + r"\W+".join(re.escape(t) for t in name) + r"\b", re.IGNORECASE)
+        if not phrase.search(text):
+            return False
+    return all(_near(stem(w), words, capitalised) for w in content_words(" ".join(name)))
+
+
+def _name_words(text: str, prefixes: set[str]) -> tuple[set[str], set[str]]:
+    """The words of ``text`` that may hold a name's words (those opening with one of ``prefixes``), as
+    light stems of their base forms: all of them, and the capitalised ones."""
+    seen = {tok for tok in tokens(text) if tok[:2].lower() in prefixes}
     words = {stem(base_word(fold(tok))) for tok in seen}
     capitalised = {stem(base_word(fold(tok))) for tok in seen if tok[0].isupper()}
-    missing = []
-    for name in names:
-        content = [stem(w) for w in content_words(" ".join(name))]
-        head = name[-1]
-        as_name = not head.isalpha() or _near(stem(fold(head)), capitalised, capitalised)
-        if not as_name:
-            phrase = re.compile(r"\b" + r"\W+".join(re.escape(t) for t in name) + r"\b", re.IGNORECASE)
-            as_name = any(phrase.search(text) for text in texts)
-        if not as_name or not all(_near(w, words, capitalised) for w in content):
-            missing.append(" ".join(name))
-    return tuple(missing)
+    return words, capitalised
+
+
+def _refers_back(clause: str) -> str | None:
+    """The pronoun by which a clause with no name of its own points back ("where is his castle"), or
+    None."""
+    if _names(clause):
+        return None
+    found = _BACK_PRONOUN.search(clause)
+    return found.group() if found else None
+
+
+def _names_carried(clauses: Sequence[str], evidence: Sequence[BookEvidence]) -> tuple[BookEvidence, ...]:
+    """Each clause's evidence, where a clause that points back with a pronoun to the names the clause
+    before it missed is insufficient too ("Who is Count Dracula and where is his castle?": no book holds
+    Dracula, so none holds his castle, whatever castle a book describes)."""
+    out: list[BookEvidence] = []
+    for i, (clause, ev) in enumerate(zip(clauses, evidence, strict=True)):
+        pronoun = _refers_back(clause) if i else None
+        before = out[-1].missing_names if out else ()
+        if pronoun and before:
+            note = f'Not in the books searched: {", ".join(before)} ("{pronoun}" in "{clause}")'
+            ev = replace(ev, sufficient=False, missing_names=before, notes=(*ev.notes, note))
+        out.append(ev)
+    return tuple(out)
 
 
 def _sufficient(
@@ -265,13 +309,14 @@ def _evidence(
         lexical, semantic = found.get("text_search", ()), found.get("semantic_search", ())
         ok = _sufficient(clause, lexical, semantic, min_coverage, min_similarity)
         scope = None
+    missing: tuple[str, ...] = ()
     if not ok and (lexical or semantic):
         missing = _missing_names(clause, [h.text for h in (*lexical[:10], *semantic[:10])])
         if missing:
             notes.append(f"Not in the books searched: {', '.join(missing)}")
     primary, secondary = found.get(plan[0], ()), found.get(plan[1], ())
     hits = _fused(primary, secondary, weight, k)
-    return BookEvidence(hits, kind, scope, tuple(searched), ok and bool(hits), widened, tuple(notes))
+    return BookEvidence(hits, kind, scope, tuple(searched), ok and bool(hits), widened, tuple(notes), missing)
 
 
 # --- nodes -------------------------------------------------------------------------------------------
@@ -394,8 +439,9 @@ def book_evidence__pipeline(
     evidence_min_similarity: float | int = 0.44,
 ) -> tuple[BookEvidence, ...]:
     """Each book clause's evidence: the clause itself searched in scope, widened once when insufficient (an
-    LLM router's suggested queries are not searched: the evidence rule judges what the user asked)."""
-    return tuple(
+    LLM router's suggested queries are not searched: the evidence rule judges what the user asked); a
+    clause pointing back with a pronoun to names the clause before it missed is insufficient too."""
+    evidence = tuple(
         _evidence(
             book_tools.for_books(r.book_ids),
             r.question,
@@ -408,6 +454,7 @@ def book_evidence__pipeline(
         )
         for r, kind, scope in zip(book_questions, question_kinds, book_scopes, strict=True)
     )
+    return _names_carried([r.question for r in book_questions], evidence)
 
 
 @config.when(answer_summaries=True, answer_mode="pipeline", llm="openai")

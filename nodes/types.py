@@ -763,6 +763,7 @@ class BookEvidence:
     sufficient: bool
     widened: bool = False
     notes: tuple[str, ...] = ()
+    missing_names: tuple[str, ...] = ()  # the clause's names no evidence text holds (when insufficient)
 
 
 @dataclass(frozen=True)
