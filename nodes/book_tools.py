@@ -224,10 +224,10 @@ def _names_carried(clauses: Sequence[str], evidence: Sequence[BookEvidence]) -> 
     before it missed is insufficient too ("Who is Count Dracula and where is his castle?": no book holds
     Dracula, so none holds his castle, whatever castle a book describes)."""
     out: list[BookEvidence] = []
-    for i, (clause, ev) in enumerate(zip(clauses, evidence, strict=True)):
-        pronoun = _refers_back(clause) if i else None
+    for clause, ev in zip(clauses, evidence, strict=True):
         before = out[-1].missing_names if out else ()
-        if pronoun and before:
+        pronoun = _refers_back(clause) if before else None
+        if pronoun:
             note = f'Not in the books searched: {", ".join(before)} ("{pronoun}" in "{clause}")'
             ev = replace(ev, sufficient=False, missing_names=before, notes=(*ev.notes, note))
         out.append(ev)

@@ -92,6 +92,15 @@ def test_no_llm_answer_is_grounded_in_the_gold_chapter(fairytale_library: Path) 
     assert answer.answer.count("[") == len(answer.citations)
 
 
+# The scripted router's answer when the question is for the books.
+BOOK_ROUTE = {"route": "BOOK", "confidence": 0.9, "suggested_queries": []}
+
+
+def _llm_config(url: str, **extra: object) -> dict[str, object]:
+    """The LLM against the scripted server, no retries (each scripted reply is used once), and ``extra``."""
+    return {"llm": "openai", "llm_base_url": url, "llm_max_retries": 0, **extra}
+
+
 def test_llm_pipeline_answer_cites_the_excerpts_it_names(fairytale_library: Path) -> None:
     with ScriptedLLMServer(
         [
@@ -102,7 +111,7 @@ def test_llm_pipeline_answer_cites_the_excerpts_it_names(fairytale_library: Path
         answer = ask(
             "Who made camomile tea when Peter was put to bed?",
             library=fairytale_library,
-            config={"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0},
+            config=_llm_config(server.url),
         )
         prompt = server.requests[1]["messages"][1]["content"]
     assert answer.answer == "She gave him camomile tea [1]."
@@ -121,19 +130,14 @@ def test_an_llm_answer_cut_at_its_bound_keeps_its_finished_sentences() -> None:
 def test_an_llm_answer_is_asked_for_the_answer_words_and_bounded(fairytale_library: Path) -> None:
     with ScriptedLLMServer(
         [
-            {"route": "BOOK", "confidence": 0.9, "suggested_queries": []},
+            BOOK_ROUTE,
             Reply(content="She gave him camomile tea [1]. Then she went to", finish_reason="length"),
         ]
     ) as server:
         answer = ask(
             "Who made camomile tea when Peter was put to bed?",
             library=fairytale_library,
-            config={
-                "llm": "openai",
-                "llm_base_url": server.url,
-                "llm_max_retries": 0,
-                "answer_max_words": 40,
-            },
+            config=_llm_config(server.url, answer_max_words=40),
         )
         request = server.requests[1]
     assert "at most 40 words" in request["messages"][0]["content"]
@@ -153,13 +157,11 @@ def test_an_llm_answer_that_echoes_its_instructions_is_not_an_answer(fairytale_l
         "The answer to the question in at most 60 words, only from the numbered excerpts. Put the excerpt "
         "number in square brackets, like [1], after every claim."
     )
-    with ScriptedLLMServer(
-        [{"route": "BOOK", "confidence": 0.9, "suggested_queries": []}, Reply.answer(echo)]
-    ) as server:
+    with ScriptedLLMServer([BOOK_ROUTE, Reply.answer(echo)]) as server:
         answer = ask(
             "Who made camomile tea when Peter was put to bed?",
             library=fairytale_library,
-            config={"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0},
+            config=_llm_config(server.url),
         )
     assert LLM_ECHO in answer.notes
     assert "camomile" in answer.answer.lower() and "square brackets" not in answer.answer
@@ -171,21 +173,13 @@ def test_an_llm_answer_carries_the_notes_of_its_chapter_summaries(
 ) -> None:
     """A summary the LLM could not make (the server fails every call after the router) is extractive, and
     the answer says so, beside its own fallback note."""
-    library = tmp_path / "lib"
-    shutil.copytree(
-        fairytale_library, library
-    )  # summaries are stored in the library: keep the shared one clean
-    with ScriptedLLMServer([{"route": "BOOK", "confidence": 0.9, "suggested_queries": []}]) as server:
+    library = tmp_path / "lib"  # summaries are stored in the library: keep the shared one clean
+    shutil.copytree(fairytale_library, library)
+    with ScriptedLLMServer([BOOK_ROUTE]) as server:
         answer = ask(
             "Who made camomile tea when Peter was put to bed?",
             library=library,
-            config={
-                "llm": "openai",
-                "llm_base_url": server.url,
-                "llm_max_retries": 0,
-                "answer_summaries": True,
-                "max_tool_calls": 16,
-            },
+            config=_llm_config(server.url, answer_summaries=True, max_tool_calls=16),
         )
     summary_notes = [n for n in answer.notes if n.startswith("LLM chapter summary failed")]
     assert summary_notes and "extractive chapter summary given" in summary_notes[0], answer.notes
@@ -196,14 +190,14 @@ def test_an_llm_answer_carries_the_notes_of_its_chapter_summaries(
 def test_llm_answer_without_markers_falls_back_to_extractive(fairytale_library: Path) -> None:
     with ScriptedLLMServer(
         [
-            {"route": "BOOK", "confidence": 0.9, "suggested_queries": []},
+            BOOK_ROUTE,
             Reply.answer("Some tea, I think."),
         ]
     ) as server:
         answer = ask(
             "Who made camomile tea when Peter was put to bed?",
             library=fairytale_library,
-            config={"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0},
+            config=_llm_config(server.url),
         )
     assert "LLM answer cited no excerpt: extractive answer given" in answer.notes
     assert answer.citations and "[1]" in answer.answer
@@ -235,15 +229,15 @@ def test_agent_calls_the_tools_and_cites_a_returned_chunk(fairytale_library: Pat
 
 
 def _agent_config(url: str) -> dict[str, object]:
-    """Agent mode against the scripted server, no retries (each scripted reply is used once)."""
-    return {"llm": "openai", "answer_mode": "agent", "llm_base_url": url, "llm_max_retries": 0}
+    """Agent mode against the scripted server (``_llm_config``)."""
+    return _llm_config(url, answer_mode="agent")
 
 
 def test_agent_ninth_call_is_refused_and_the_answer_stays_grounded(fairytale_library: Path) -> None:
     search = Reply.tools(("text_search", {"query": "camomile tea"}))
     with ScriptedLLMServer(
         [
-            {"route": "BOOK", "confidence": 0.9, "suggested_queries": []},
+            BOOK_ROUTE,
             *[search] * 10,
         ]
     ) as server:
@@ -260,7 +254,7 @@ def test_agent_ninth_call_is_refused_and_the_answer_stays_grounded(fairytale_lib
 def test_agent_tool_call_with_an_empty_query_is_not_run_and_costs_one_call(fairytale_library: Path) -> None:
     with ScriptedLLMServer(
         [
-            {"route": "BOOK", "confidence": 0.9, "suggested_queries": []},
+            BOOK_ROUTE,
             Reply.tools(("text_search", {"query": ""})),
             Reply.answer("Peter's mother, I am sure."),
         ]
@@ -281,9 +275,7 @@ def test_agent_tool_call_with_an_empty_query_is_not_run_and_costs_one_call(fairy
 
 def test_agent_citing_nothing_for_an_absent_subject_lists_whole_searches(fairytale_library: Path) -> None:
     question = "What treasure did the dragon Smaug guard under the Lonely Mountain?"
-    with ScriptedLLMServer(
-        [{"route": "BOOK", "confidence": 0.9, "suggested_queries": []}, Reply.answer("Gold, lots of it.")]
-    ) as server:
+    with ScriptedLLMServer([BOOK_ROUTE, Reply.answer("Gold, lots of it.")]) as server:
         answer = ask(question, library=fairytale_library, config=_agent_config(server.url))
     lines = answer.answer.splitlines()
     assert lines[0] == NOT_FOUND and lines[1] == "Searched:"
@@ -317,7 +309,7 @@ def test_failing_llm_still_answers_from_evidence(fairytale_library: Path, mode: 
         answer = ask(
             "Who made camomile tea when Peter was put to bed?",
             library=fairytale_library,
-            config={"llm": "openai", "answer_mode": mode, "llm_base_url": server.url, "llm_max_retries": 0},
+            config=_llm_config(server.url, answer_mode=mode),
         )
     assert answer.citations or answer.answer.startswith(NOT_FOUND)
     assert any("LLM" in n for n in answer.notes)
@@ -349,7 +341,7 @@ def test_the_llm_routers_suggested_query_is_not_what_the_books_are_searched_for(
         answer = ask(
             "Who is the Cheshire Cat?",
             library=alice_library,
-            config={"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0},
+            config=_llm_config(server.url),
         )
     assert "LLM answer cited no excerpt: extractive answer given" in answer.notes
     assert answer.citations and "cheshire" in answer.answer.lower()
