@@ -49,14 +49,13 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-REPO_DIR = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("FOLIO_TEST_DATA", REPO_DIR.parent / "shared" / "data"))
-ZIM_DIR = DATA_DIR / "zim"
-WP100 = ZIM_DIR / "wikipedia_en_100_mini_2022-10.zim"
-RC_MINI = ZIM_DIR / "wikipedia_en_ray_charles_mini_2020-03.zim"
-ALICE_EPUB = DATA_DIR / "books/epub/carroll_alice-in-wonderland_abridged-pg19033.epub"
-TIME_MACHINE = DATA_DIR / "books/txt/pg35_wells_the-time-machine.txt"
-ALICE_TXT = DATA_DIR / "books/txt/pg11_carroll_alices-adventures-in-wonderland.txt"
+from tests.conftest import BOOKS, REPO_DIR, ZIMS
+
+WP100 = ZIMS / "wikipedia_en_100_mini_2022-10.zim"
+RC_MINI = ZIMS / "wikipedia_en_ray_charles_mini_2020-03.zim"
+ALICE_EPUB = BOOKS / "epub/carroll_alice-in-wonderland_abridged-pg19033.epub"
+TIME_MACHINE = BOOKS / "txt/pg35_wells_the-time-machine.txt"
+ALICE_TXT = BOOKS / "txt/pg11_carroll_alices-adventures-in-wonderland.txt"
 
 OUTCOMES = ("error", "degraded", "ok", "interrupt", "pipe", "doctor")
 LEX = {"FOLIO_SEARCH_MODE": "lexical"}  # no encoder: lexical search over the generated library
