@@ -6,10 +6,12 @@ their ratio, peak RSS, chunk and window counts, and search latency p50/p95 (quer
 over 100 queries for lexical, semantic and hybrid search. The ``http`` section (``dataflows.serve_bench``)
 asks over HTTP against a real ``folio serve``: one client's p50/p95 and 8 concurrent clients'
 throughput. The ``speed`` section (``dataflows.speed_bench``) puts the int8 ONNX encoder beside torch fp32 on
-the same windows and times the CLI's start-up. Other sections (Kiwix, ask, re-ingest)
-are added by the modules that own them when present. The scaling section (``dataflows.scaling``:
-libraries of 10, 100 and 1,000 small books, search latency, open files, RSS, adding a book, the HNSW
-scalar kinds) writes its table and plot to ``--plots``. ``--only SECTION`` runs one section.
+the same windows and times the CLI's start-up. The ``llm`` section (``dataflows.llm_bench``) times
+fresh-process ``folio ask`` against a real llama.cpp server running SmolLM2-135M. Other sections
+(Kiwix, ask, re-ingest) are added by the modules that own them when present. The scaling section
+(``dataflows.scaling``: libraries of 10, 100 and 1,000 small books, search latency, open files, RSS,
+adding a book, the HNSW scalar kinds) writes its table and plot to ``--plots``. ``--only SECTION`` runs
+one section.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from folio.dataflows.asking import ask
 from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_config, kiwix_driver, run_kiwix_driver
 from folio.dataflows.library import Library
+from folio.dataflows.llm_bench import llm_bench
 from folio.dataflows.measuring import free_port, latency_summary, potter_library, potter_questions
 from folio.dataflows.parallel import ingest_books
 from folio.dataflows.registry import execute
@@ -58,7 +61,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling", "speed")
+SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling", "speed", "llm")
 
 
 def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
@@ -484,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
             "ask": lambda: ask_bench(data_dir),
             "http": lambda: http_bench(data_dir),
             "speed": lambda: speed_bench(data_dir),
+            "llm": lambda: llm_bench(data_dir),
             "scaling": lambda: scaling_bench(
                 data_dir,
                 scaling_work,

@@ -1,6 +1,7 @@
-"""What the benchmarks share (``dataflows.bench``, ``dataflows.scaling``, ``dataflows.serve_bench``): the
-latency summary every section reports, a free local port for the servers they start, and the Potter
-treasury with its FairytaleQA questions that the ask sections measure.
+"""What the benchmarks share (``dataflows.bench``, ``dataflows.scaling``, ``dataflows.serve_bench``,
+``dataflows.llm_bench``): the latency summary every section reports, a free local port for the servers
+they start and the wait until one answers, and the Potter treasury with its FairytaleQA questions that
+the ask sections measure.
 
 A leaf module: the bench modules import it and it imports none of them (no import cycle).
 """
@@ -11,10 +12,14 @@ import contextlib
 import csv
 import os
 import socket
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Literal
 
+import httpx
 import numpy as np
 
 from folio.dataflows.api import ingest
@@ -36,6 +41,24 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_until_answering(
+    process: subprocess.Popen[bytes], probe_url: str, wait_seconds: float, interval: float
+) -> Literal["up", "exited", "silent"]:
+    """Poll ``probe_url`` every ``interval`` seconds until it answers 200 (``up``), the server
+    ``process`` ends (``exited``) or ``wait_seconds`` pass (``silent``)."""
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return "exited"
+        try:
+            if httpx.get(probe_url, timeout=1.0).status_code == 200:
+                return "up"
+        except httpx.HTTPError:
+            pass
+        time.sleep(interval)
+    return "silent"
 
 
 def potter_questions(data_dir: str | os.PathLike[str], n: int = 100) -> tuple[Path, list[str]]:

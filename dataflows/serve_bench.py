@@ -27,7 +27,13 @@ from typing import Any
 
 import httpx
 
-from folio.dataflows.measuring import free_port, latency_summary, potter_library, potter_questions
+from folio.dataflows.measuring import (
+    free_port,
+    latency_summary,
+    potter_library,
+    potter_questions,
+    wait_until_answering,
+)
 from folio.nodes.types import FolioError
 
 CLIENTS = 8
@@ -45,18 +51,13 @@ def served(library: Path, port: int) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise FolioError("folio serve", f"exited with {process.returncode} before answering")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise FolioError("folio serve", f"did not answer within {START_SECONDS:.0f} s")
+    state = wait_until_answering(process, f"http://127.0.0.1:{port}/api/health", START_SECONDS, 0.2)
+    if state == "exited":
+        raise FolioError("folio serve", f"exited with {process.returncode} before answering")
+    if state == "silent":
+        process.kill()
+        raise FolioError("folio serve", f"did not answer within {START_SECONDS:.0f} s")
+    return process
 
 
 def _ask(client: httpx.Client, question: str) -> tuple[float, bool]:

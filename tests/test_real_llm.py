@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from folio.dataflows.asking import ask
+from folio.dataflows.llm_bench import QUESTIONS, fresh_asks
 from folio.nodes.answering import NOT_FOUND
 from folio.nodes.backends.llm import JSON_MODE_MEMORY, LLMError, OpenAIChatClient
 from folio.nodes.routing import ROUTER_SCHEMA
@@ -27,11 +27,6 @@ pytestmark = [pytest.mark.real_llm, pytest.mark.slow]
 # What a note must never blame (the issue's Done-when): a refused response format, the tool budget, or
 # retries ("after 2 attempt(s)"); a real timeout on a loaded machine may be named ("after 1 attempt(s)").
 BLAMES = re.compile(r"response.format|refused|budget|after ([2-9]|\d\d+) attempt\(s\)")
-QUESTIONS = (
-    "Who is the Cheshire Cat?",
-    "Why did Alice follow the White Rabbit?",
-    "What did the Duchess's baby turn into?",
-)
 
 
 def _config(server: Any, **extra: Any) -> dict[str, Any]:
@@ -89,21 +84,17 @@ def test_the_real_server_answers_a_named_tool_choice_with_a_tool_call(real_llm: 
 def test_pipeline_ask_in_a_fresh_process_cites_and_blames_nothing(
     real_llm: Any, alice_library: Path, tmp_path: Path
 ) -> None:
-    config = tmp_path / "llm.yaml"
-    config.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in _config(real_llm).items()))
-    seconds = []
-    for question in QUESTIONS:
-        started = time.monotonic()
-        done = run_folio("ask", question, "--library", str(alice_library), "--config", str(config), "--json")
-        seconds.append(time.monotonic() - started)
+    """The questions of ``make bench``'s ``llm`` section, asked the same way (``fresh_asks``)."""
+    asks = fresh_asks(QUESTIONS, alice_library, _config(real_llm), tmp_path)
+    for _, done in asks:
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
         assert answer["citations"] or answer["answer"].startswith(NOT_FOUND)
         _no_blame(answer["notes"])
     # Seconds are reported, not asserted (speed targets are measured by benchmarks, not timed tests):
     # p50 12.0 s on this quiet 2-core machine against the issue's 15 s (README, "A real LLM in the loop").
-    p50 = statistics.median(seconds)
-    print(f"fresh-process pipeline ask seconds: {[round(x, 1) for x in seconds]}, p50 {p50:.1f}")
+    seconds = [round(s, 1) for s, _ in asks]
+    print(f"fresh-process pipeline ask seconds: {seconds}, p50 {statistics.median(seconds):.1f}")
 
 
 def test_agent_answers_who_the_cheshire_cat_is_with_citations(real_llm: Any, alice_library: Path) -> None:
