@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 # mypy runs in `make lint` and `make test` unless TYPECHECK=0 (`make test TYPECHECK=0`).
 TYPECHECK ?= 1
 
-.PHONY: setup llm-tier demo test test-fast faults lint format typecheck bench viz experiment clean
+.PHONY: setup llm-tier demo test test-fast faults lint format typecheck docs bench viz experiment clean
 
 $(BIN)/.installed: pyproject.toml
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -117,10 +117,15 @@ bench: setup
 viz: setup
 	$(BIN)/folio viz
 
+# The documentation site (mkdocs.yml, docs/): built offline into site/, strict (a broken link or a
+# missing page is an error); `make test` builds it too (tests/test_docs.py).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # The README's experiment (paths in the file are relative to it: ../shared/data beside the repo).
 experiment: setup
 	$(BIN)/folio experiment configs/experiments/fairytaleqa-chunking.yaml --library $(LIBRARY) \
 	  --plot viz/experiments/fairytaleqa-chunking.png
 
 clean:
-	rm -rf $(VENV) $(LIBRARY) .pytest_cache .ruff_cache .mypy_cache .typecheck
+	rm -rf $(VENV) $(LIBRARY) .pytest_cache .ruff_cache .mypy_cache .typecheck site
