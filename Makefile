@@ -112,7 +112,7 @@ faults: setup
 # generated libraries in .bench/scaling between runs. One section: `make bench BENCH_ARGS="--only scaling"`.
 BENCH_ARGS ?=
 bench: setup
-	$(BIN)/python -m folio.dataflows.bench --data $(DATA) --questions tests/qa --plots viz/bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.bench --data $(DATA) --questions tests/qa --plots viz/bench $(BENCH_ARGS)
 
 viz: setup
 	$(BIN)/folio viz

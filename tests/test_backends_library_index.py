@@ -10,8 +10,8 @@ from pathlib import Path
 import apsw
 import pytest
 
+from bench.scaling import generated_library, small_books
 from folio.dataflows.library import Library
-from folio.dataflows.scaling import generated_library, small_books
 from folio.nodes.backends.library_index import _scoped_bm25, _varint, bm25_idf
 from tests.conftest import DATA_DIR
 

@@ -150,7 +150,10 @@ def test_wheel_holds_the_folio_namespace_only(install):
     names = zipfile.ZipFile(install.wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert tops == {"folio", install.wheel.name.split("-py")[0] + ".dist-info"}
-    assert not any(name.startswith(("nodes/", "dataflows/", "configs/")) for name in names)
+    assert not any(name.startswith(("nodes/", "dataflows/", "configs/", "bench/")) for name in names)
+    # The benchmarks live in bench/ beside the package and never ship (the build copy holds bench/).
+    bench_modules = {p.name for p in (REPO_DIR / "bench").glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert bench_modules and not {Path(n).name for n in names} & bench_modules
     for required in (
         "folio/configs/default.yaml",
         "folio/configs/experiments/fairytaleqa-chunking.yaml",

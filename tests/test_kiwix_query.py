@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from folio.dataflows.bench import _kiwix_serve, kiwix_bench, load_questions, question_sets
+from bench.bench import _kiwix_serve, kiwix_bench, load_questions, question_sets
 from folio.dataflows.cli import build_parser, main
 from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_answer

@@ -1,7 +1,7 @@
 """The library-wide indexes (issue 17): crash safety of every write step, the upgrade of per-book
 libraries in place, bounded open files, and the index's search behaviour.
 
-Libraries here are small and built without a model (``dataflows.scaling.generated_library`` with hashed
+Libraries here are small and built without a model (``bench.scaling.generated_library`` with hashed
 vectors, or books written from plain Python rows), except where a real ingested book is needed (the
 upgrade of a real library, hybrid search through the encoder): those tests carry the ``model`` marker.
 Crashes are real: a subprocess whose ``library_index.checkpoint`` calls ``os._exit`` at one step. Tests
@@ -35,9 +35,9 @@ import numpy as np
 import pytest
 
 import folio.nodes.backends.library_index as library_index
+from bench.scaling import generated_library, open_files, small_books
 from folio.dataflows.api import search
 from folio.dataflows.library import Library
-from folio.dataflows.scaling import generated_library, open_files, small_books
 from folio.nodes.backends.library_index import LibraryIndex, StagedRows
 from folio.nodes.lexical import SCHEMA as STAGED_SCHEMA
 from folio.nodes.text import fts_match_expression, fts_phrase_expression, fts_phrases, fts_shingles

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from folio.dataflows import llm_bench
+from bench import llm_bench
 
 
 def test_the_section_says_why_it_is_skipped_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:

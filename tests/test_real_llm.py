@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from bench.llm_bench import QUESTIONS, fresh_asks
 from folio.dataflows.asking import ask
-from folio.dataflows.llm_bench import QUESTIONS, fresh_asks
 from folio.nodes.answering import NOT_FOUND
 from folio.nodes.backends.llm import JSON_MODE_MEMORY, LLMError, OpenAIChatClient
 from folio.nodes.routing import ROUTER_SCHEMA

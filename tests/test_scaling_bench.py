@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from folio.dataflows.library import Library
-from folio.dataflows.scaling import (
+from bench.scaling import (
     MemoEncoder,
     _hashed_vectors,
     added_books,
@@ -19,6 +18,7 @@ from folio.dataflows.scaling import (
     small_books,
     write_book_files,
 )
+from folio.dataflows.library import Library
 
 
 class _CountingEncoder:

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from folio.dataflows.speed_bench import encoder_comparison
+from bench.speed_bench import encoder_comparison
 
 
 class _Stub:

@@ -3,13 +3,13 @@
 Book ingest: Moby-Dick (EPUB) into a fresh library with an empty embedding cache, in a process whose
 encoder is already loaded; then the raw encoder time for exactly the same windows in the same run,
 their ratio, peak RSS, chunk and window counts, and search latency p50/p95 (query encoding included)
-over 100 queries for lexical, semantic and hybrid search. The ``http`` section (``dataflows.serve_bench``)
+over 100 queries for lexical, semantic and hybrid search. The ``http`` section (``bench.serve_bench``)
 asks over HTTP against a real ``folio serve``: one client's p50/p95 and 8 concurrent clients'
-throughput. The ``speed`` section (``dataflows.speed_bench``) puts the int8 ONNX encoder beside torch fp32 on
-the same windows and times the CLI's start-up. The ``llm`` section (``dataflows.llm_bench``) times
+throughput. The ``speed`` section (``bench.speed_bench``) puts the int8 ONNX encoder beside torch fp32 on
+the same windows and times the CLI's start-up. The ``llm`` section (``bench.llm_bench``) times
 fresh-process ``folio ask`` against a real llama.cpp server running SmolLM2-135M. Other sections
 (Kiwix, ask, re-ingest) are added by the modules that own them when present. The scaling section
-(``dataflows.scaling``: libraries of 10, 100 and 1,000 small books, search latency, open files, RSS,
+(``bench.scaling``: libraries of 10, 100 and 1,000 small books, search latency, open files, RSS,
 adding a book, the HNSW scalar kinds) writes its table and plot to ``--plots``. ``--only SECTION`` runs
 one section.
 """
@@ -34,18 +34,18 @@ from typing import Any
 
 import httpx
 
+from bench.llm_bench import llm_bench
+from bench.measuring import free_port, latency_summary, potter_library, potter_questions
+from bench.scaling import scaling_bench
+from bench.serve_bench import http_bench
+from bench.speed_bench import speed_bench
 from folio.dataflows.api import book_files, ingest, search
 from folio.dataflows.asking import ask
 from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_config, kiwix_driver, run_kiwix_driver
 from folio.dataflows.library import Library
-from folio.dataflows.llm_bench import llm_bench
-from folio.dataflows.measuring import free_port, latency_summary, potter_library, potter_questions
 from folio.dataflows.parallel import ingest_books
 from folio.dataflows.registry import execute
-from folio.dataflows.scaling import scaling_bench
-from folio.dataflows.serve_bench import http_bench
-from folio.dataflows.speed_bench import speed_bench
 from folio.nodes import kiwix, source_fusion
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.encoder import load_encoder

@@ -6,7 +6,7 @@ stopped by PID. Measured from this process with httpx: warm latency p50/p95 with
 100 questions in turn, then throughput (asks per second) and latency with ``CLIENTS`` clients asking
 concurrently, and how many requests failed (any status but 200, or a transport error).
 
-    python -m folio.dataflows.serve_bench --data ../shared/data [--library LIB]
+    python -m bench.serve_bench --data ../shared/data [--library LIB]
 
 Limitations: the clients run on the same machine as the server and take some of its cores; the figure
 is what a user with a browser or an MCP client beside the server gets.
@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from folio.dataflows.measuring import (
+from bench.measuring import (
     free_port,
     latency_summary,
     potter_library,

@@ -8,7 +8,7 @@ section reports each question's wall seconds, their p50 (the issue's target: 15 
 answer showed (citations, notes). The real-model test tier (``tests/llm_server.py``,
 ``tests/test_real_llm.py``) starts the same server and asks the same questions the same way.
 
-    python -m folio.dataflows.bench --data ../shared/data --questions tests/qa --only llm
+    python -m bench.bench --data ../shared/data --questions tests/qa --only llm
 
 Limitations: without llama-cpp-python's server or the model file the section reports why it was
 skipped; the server's first start maps the model (seconds), which the timed asks do not include.
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.measuring import free_port, wait_until_answering
 from folio.dataflows.api import ingest
-from folio.dataflows.measuring import free_port, wait_until_answering
 from folio.nodes.types import FolioError
 
 CHAT_FORMAT = "chatml-function-calling"  # answers ``tools`` requests with OpenAI tool calls

@@ -1,5 +1,5 @@
-"""What the benchmarks share (``dataflows.bench``, ``dataflows.scaling``, ``dataflows.serve_bench``,
-``dataflows.llm_bench``): the latency summary every section reports, a free local port for the servers
+"""What the benchmarks share (``bench.bench``, ``bench.scaling``, ``bench.serve_bench``,
+``bench.llm_bench``): the latency summary every section reports, a free local port for the servers
 they start and the wait until one answers, and the Potter treasury with its FairytaleQA questions that
 the ask sections measure.
 

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.measuring import latency_summary
 from folio.dataflows.library import Library, shared_index
-from folio.dataflows.measuring import latency_summary
 from folio.nodes.backends.library_index import StagedRows, VectorSettings, best_per_chunk, vector_matrix
 from folio.nodes.lexical import write_store
 from folio.nodes.types import Chapter, Chunk, FolioError, Manifest, Window
