@@ -60,7 +60,6 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import (
     CallToolRequestParams,
@@ -72,6 +71,7 @@ from mcp.types import (
 )
 from starlette.applications import Starlette
 
+from folio.dataflows.mcp_stdio import ScreenedFrames, screened_stdio
 from folio.dataflows.service import MAX_QUESTION_CHARS, Service, checked_text, version
 from folio.nodes.backends.tools import BookTools
 from folio.nodes.types import FolioError
@@ -288,7 +288,7 @@ def run_stdio(service: Service) -> None:
 
 async def _serve_stdio(service: Service) -> None:
     mcp = server(service)
-    async with stdio_server() as (read_stream, write_stream):
+    async with screened_stdio() as (read_stream, write_stream):  # every request answered (mcp_stdio)
         # The SDK has pointed fd 1 at stderr (the protocol uses a private copy); Python-level writes to
         # sys.stdout go to stderr as well, even where the SDK could not divert the descriptor.
         with contextlib.redirect_stdout(sys.stderr):
@@ -308,10 +308,12 @@ def http_app(service: Service, host: str = "127.0.0.1") -> Starlette:
         )
     else:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    return server(service).streamable_http_app(
+    app = server(service).streamable_http_app(
         streamable_http_path="/",
         stateless_http=True,
         json_response=True,
         transport_security=security,
         host=host,
     )
+    app.add_middleware(ScreenedFrames)  # every request answered (dataflows.mcp_stdio)
+    return app
