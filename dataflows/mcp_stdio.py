@@ -19,8 +19,9 @@ writer cannot encode a lone surrogate. ``screen(line)`` decides each frame first
 
 A notification (no id) that fails the screen is dropped, as the spec says (nothing to answer).
 
-Over stdio, fd 0 is pointed at the null device while serving (a child process reads EOF, as the SDK does)
-and the protocol is read from a private duplicate; fd 1 is handled by the SDK (``stdio_server``). Over
+Over stdio, fd 0 and fd 1 point at the null device and at stderr while serving (a child process reads
+EOF, a stray print misses the wire, as the SDK's own transport does) and the protocol uses private
+duplicates; at the end of input the requests already passed on are answered before the server ends. Over
 HTTP, ``ScreenedFrames`` reads a POST's body (bounded by ``MAX_FRAME_BYTES``), and answers a frame that
 fails the screen itself, ``200`` with the JSON-RPC error (``400`` for a parse error, as the SDK does).
 
@@ -45,6 +46,7 @@ from mcp.shared.message import SessionMessage
 
 MAX_FRAME_BYTES = 4 * 2**20  # the longest JSON-RPC frame read (a question is at most 2,000 characters)
 ID_PROBE_BYTES = 4096  # where the id of an oversized frame is looked for
+DRAIN_S = 600.0  # at the end of input, how long the requests in flight may still take to answer
 _ID_AT_START = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 
 
@@ -118,13 +120,45 @@ def oversized_reply(start: bytes) -> dict[str, Any]:
 
 
 # --- stdio ------------------------------------------------------------------------------------------------
-class _Lines:
-    """The client's frames, one bounded line at a time, from a private duplicate of fd 0; the frames
-    that fail the screen are answered (through ``reply``) instead of yielded."""
+def _key(request_id: Any) -> str:
+    return json.dumps(request_id)
+
+
+class _Wire:
+    """The protocol's output: a private duplicate of fd 1 (fd 1 itself points at stderr meanwhile); it
+    notes the id of each reply written, so the end of input can wait for the requests in flight."""
 
     def __init__(self, fd: int) -> None:
+        self._file = os.fdopen(fd, "wb", closefd=True)
+        self.pending: set[str] = set()
+
+    async def write(self, text: str) -> None:
+        with contextlib.suppress(ValueError, AttributeError):
+            self.pending.discard(_key(json.loads(text).get("id")))
+        data = text.encode("utf-8", "backslashreplace")
+        await anyio.to_thread.run_sync(self._file.write, data)
+
+    async def flush(self) -> None:
+        await anyio.to_thread.run_sync(self._file.flush)
+
+    async def drained(self, seconds: float) -> None:
+        """Wait (at most ``seconds``) until every request passed on has been answered."""
+        with anyio.move_on_after(seconds):
+            while self.pending:
+                await anyio.sleep(0.05)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Lines:
+    """The client's frames, one bounded line at a time, from a private duplicate of fd 0; the frames
+    that fail the screen are answered (through the write stream) instead of passed on. At the end of
+    input it waits for the replies of the requests passed on (at most ``DRAIN_S``), then ends."""
+
+    def __init__(self, fd: int, wire: _Wire) -> None:
         self._file = os.fdopen(fd, "rb", buffering=2**16, closefd=True)
-        self.replies: list[dict[str, Any]] = []
+        self.wire = wire
         self.write_stream: Any = None
         self.ready = anyio.Event()
 
@@ -152,32 +186,51 @@ class _Lines:
                 continue
             reply = screen(line)
             if reply is None:
+                frame = json.loads(line)
+                if isinstance(frame, dict) and "method" in frame and "id" in frame:
+                    self.wire.pending.add(_key(frame["id"]))
                 yield line.decode("utf-8")
             elif reply:
                 await self._reply(reply)
+        await self.wire.drained(DRAIN_S)
 
     def close(self) -> None:
         self._file.close()
 
 
+def _divert(fd: int, to: int) -> int:
+    """A private duplicate of ``fd`` (above the standard range); ``fd`` then points at ``to``."""
+    import fcntl
+
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.dup2(to, fd)
+    return private
+
+
 @contextlib.asynccontextmanager
 async def screened_stdio() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's stdio transport with every frame screened first (see the module docstring)."""
-    private = os.dup(0)
+    """The SDK's stdio transport with every frame screened first (see the module docstring): fd 0 and
+    fd 1 point at the null device and at stderr while it serves, the protocol uses private copies."""
     devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    lines = _Lines(private)
     try:
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+        stdin_fd, stdout_fd = _divert(0, devnull), _divert(1, 2)
+    finally:
+        os.close(devnull)
+    wire = _Wire(stdout_fd)
+    lines = _Lines(stdin_fd, wire)
+    try:
+        async with stdio_server(stdin=lines, stdout=wire) as (read_stream, write_stream):  # type: ignore[arg-type]
             lines.write_stream = write_stream
             lines.ready.set()
             yield read_stream, write_stream
     finally:
-        with contextlib.suppress(OSError):
-            os.dup2(lines._file.fileno(), 0)
+        for fd, private in ((0, stdin_fd), (1, stdout_fd)):
+            with contextlib.suppress(OSError):
+                os.dup2(private, fd)
         with contextlib.suppress(OSError):
             lines.close()
+        with contextlib.suppress(OSError):
+            wire.close()
 
 
 # --- streamable HTTP ----------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from folio.dataflows.http_guard import host_problem, ingest_path_problem, origin
 from folio.dataflows.library import removal_target
 from folio.dataflows.mcp_stdio import MAX_FRAME_BYTES, screen
 from folio.dataflows.measuring import free_port
+from folio.nodes.backends.library_index import usearch_index
 from folio.nodes.types import FolioError
 from tests.conftest import REPO_DIR
 from tests.servers import stop_by_pid
@@ -319,6 +320,7 @@ def test_served_reads_never_fail_while_another_process_commits(lib_dir: Path, ho
 
 
 def legacy(path: Path, titles: tuple[str, ...]) -> Path:
+    usearch_index()  # ONNX Runtime before usearch (write_book_dir imports usearch): else a segfault
     for i, title in enumerate(titles):
         write_book_dir(_book(title, i), path / "books" / title.lower(), legacy=True)
     return path
