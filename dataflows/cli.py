@@ -282,11 +282,11 @@ def cmd_remove(args: argparse.Namespace) -> int:
     from folio.dataflows.library import Library
 
     lib = Library(args.library)
-    book_id = lib.removal_target(args.book)
     if args.dry_run:
-        title = next((b["title"] for b in lib.descriptors() if b["book_id"] == book_id), "a damaged book")
-        print(f"would remove {book_id}: {title} (nothing was changed)")
+        would = lib.removal(args.book)
+        print(f"would remove {would['book_id']}: {would['title']} (nothing was changed)")
         return 0
+    book_id = lib.removal_target(args.book)
     with lib.writer():
         lib.remove(book_id)
     print(f"removed {book_id}")

@@ -453,6 +453,12 @@ class Library:
         prefix of at least ``MIN_PREFIX`` characters; anything else is refused naming the matches."""
         return removal_target(ref, [*self.book_ids(), *(i for i, _ in self.damaged_books())])
 
+    def removal(self, ref: str) -> dict[str, Any]:
+        """What ``remove`` would take for ``ref`` (a dry run: nothing changes): its id and title."""
+        book_id = self.removal_target(ref)
+        title = next((b["title"] for b in self.descriptors() if b["book_id"] == book_id), "a damaged book")
+        return {"book_id": book_id, "title": title, "dry_run": True}
+
     def _views(self) -> dict[str, BookStore]:
         """Every book's view, kept per library generation (one search of a large library builds none)."""
         index = self.index

@@ -322,9 +322,7 @@ class Service:
 
     def removal(self, book: str) -> dict[str, Any]:
         """What ``remove(book)`` would take away (a dry run): the book's id and title; nothing changes."""
-        book_id = self.library.removal_target(book)
-        title = next((b["title"] for b in self.library.descriptors() if b["book_id"] == book_id), "")
-        return {"book_id": book_id, "title": title, "dry_run": True}
+        return self.library.removal(book)
 
     def job(self, job_id: str) -> dict[str, Any]:
         """A job's state and progress."""
