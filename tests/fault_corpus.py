@@ -2803,6 +2803,34 @@ def _upgrade_race(ctx: Ctx) -> Run:
     return Run(_lib_args(lib, "books"), ("ok",), names=("Alpha", "Zeta"), env=LEX, library=lib, intact=False)
 
 
+@case("concurrency", "mcp-books-list-while-a-writer-commits")
+def _mcp_beside_writer(ctx: Ctx) -> Run:
+    lib = ctx.lib()
+    _writer_loop(ctx, lib)
+    call = {
+        "jsonrpc": "2.0",
+        "id": "books",
+        "method": "tools/call",
+        "params": {"name": "books_list", "arguments": {}},
+    }
+    frames = [
+        MCP_INIT,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        call,
+        call | {"id": "again"},
+    ]
+    stdin = b"".join(json.dumps(f).encode() + b"\n" for f in frames)
+
+    def check(stdout: str) -> str | None:
+        replies = {r.get("id"): r for r in map(json.loads, filter(str.strip, stdout.splitlines()))}
+        bad = [i for i in ("books", "again") if replies.get(i, {}).get("result", {}).get("isError", True)]
+        return f"books_list failed beside the writer: {[replies.get(i) for i in bad]}" if bad else None
+
+    return Run(
+        _lib_args(lib, "mcp"), ("ok",), env=LEX, library=lib, intact=False, stdin=stdin, stdout_check=check
+    )
+
+
 cases(
     "concurrency",
     {
