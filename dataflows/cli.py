@@ -282,8 +282,11 @@ def cmd_remove(args: argparse.Namespace) -> int:
     from folio.dataflows.library import Library
 
     lib = Library(args.library)
-    damaged = dict(lib.damaged_books())
-    book_id = args.book if args.book in damaged else lib.resolve_book(args.book)
+    if args.dry_run:
+        would = lib.removal(args.book)
+        print(f"would remove {would['book_id']}: {would['title']} (nothing was changed)")
+        return 0
+    book_id = lib.removal_target(args.book)
     with lib.writer():
         lib.remove(book_id)
     print(f"removed {book_id}")
@@ -399,14 +402,16 @@ def _service(args: argparse.Namespace) -> object:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from folio.dataflows.http_guard import real_folders
     from folio.dataflows.server import bind_token, check_port, serve
 
     token = bind_token(args.host, args.token)  # refused before anything loads
+    books = real_folders(args.books or ())
     check_port(args.host, args.port)
     service = _service(args)
     print("folio: loading the library and the model…", file=sys.stderr, flush=True)
     service.warm()  # type: ignore[attr-defined]
-    serve(service, host=args.host, port=args.port, token=token)  # type: ignore[arg-type]
+    serve(service, host=args.host, port=args.port, token=token, books=books)  # type: ignore[arg-type]
     return 0
 
 
@@ -489,8 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("remove", help="remove a book from the library")
-    p.add_argument("book", help="book id (or unique prefix, or source file name)")
+    p.add_argument("book", help="book id (or a unique prefix of at least 4 characters)")
     p.add_argument("--library", default=None)
+    p.add_argument("--dry-run", action="store_true", help="show which book would go; change nothing")
     p.set_defaults(func=cmd_remove)
 
     p = sub.add_parser(
@@ -565,6 +571,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="bind address (others than loopback need a token)")
     p.add_argument("--port", type=port, default=8765)
     p.add_argument("--token", default=None, help="required on every request (default: $FOLIO_TOKEN)")
+    p.add_argument(
+        "--books",
+        nargs="+",
+        metavar="DIR",
+        default=None,
+        help="folders POST /api/ingest may read (default: none, ingest over HTTP is off)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("mcp", help="serve the book and Kiwix tools to an MCP client over stdio")

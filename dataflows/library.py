@@ -39,6 +39,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -52,11 +53,18 @@ from folio.nodes.backends.summary_store import prune_library
 from folio.nodes.types import ConceptMap, FolioError, StagedBook
 
 UPGRADE_BATCH = 32  # books committed per transaction while upgrading a per-book library
+MIN_PREFIX = 4  # the shortest id prefix `remove` takes
+LISTED = 10  # matching ids named by a refused `remove`
+UPGRADE_POLL_S = 0.2  # how often a reader looks whether another process has finished an upgrade
 
 _INDEXES: dict[str, LibraryIndex] = {}
 _INDEXES_LOCK = threading.Lock()
 _CHECKED: set[str] = set()  # libraries whose format and vectors this process has checked
 _VIEWS: dict[str, tuple[Any, dict[str, BookStore]]] = {}  # per library: (descriptors, views)
+
+
+class WriterBusy(FolioError):
+    """Another process (or thread) holds the library's writer lock."""
 
 
 def shared_index(path: Path, key: str | None = None) -> LibraryIndex:
@@ -146,16 +154,37 @@ class Library:
         """The library's index (created on first use; on the process's first use a per-book library is
         upgraded and a missing or damaged vector index rebuilt, by ``writer()``)."""
         if self._key not in _CHECKED:
-            if self._legacy_books() or shared_index(self.path, self._key).vectors_missing():
-                with self.writer():
-                    pass  # the writer's recover() upgrades and rebuilds
+            if self._legacy_books():
+                self._upgraded()
+            elif shared_index(self.path, self._key).vectors_missing():
+                with contextlib.suppress(WriterBusy), self.writer():  # busy: its writer recovers it
+                    pass  # the writer's recover() rebuilds
             _CHECKED.add(self._key)
         return shared_index(self.path, self._key)
 
+    def _upgraded(self) -> None:
+        """Upgrade a per-book library under the writer lock, or, while another process holds it (that
+        process upgrades first), wait until no per-book directory is left: a reader waits, never fails."""
+        said = False
+        while self._legacy_books():
+            try:
+                with self.writer():
+                    return  # the writer's recover() upgraded it
+            except WriterBusy:
+                if not said:
+                    print(f"folio: {self.path}: waiting for another process to upgrade it", file=sys.stderr)
+                    said = True
+                time.sleep(UPGRADE_POLL_S)
+
     def _legacy_books(self) -> list[Path]:
+        """The book directories of the earlier per-book format (each folder under ``books/``, whole or
+        damaged: a damaged one is set aside by the upgrade, never deleted)."""
         if not self.legacy_dir.is_dir():
             return []
-        return sorted(d for d in self.legacy_dir.iterdir() if (d / "book.json").exists())
+        try:
+            return sorted(d for d in self.legacy_dir.iterdir() if d.is_dir() and not d.is_symlink())
+        except OSError:
+            return []
 
     def upgrade(self, progress: Progress | None = None) -> int:
         """Commit every book of the earlier per-book format into the library-wide indexes (under
@@ -168,14 +197,17 @@ class Library:
         if progress is None:
             progress = BarProgress("upgrading library", "book") if sys.stderr.isatty() else NullProgress()
         index = shared_index(self.path, self._key)
-        books = self._one_model(books, index)
+        for directory in books:
+            if (problem := legacy_problem(directory)) is not None:
+                self._set_aside(directory, f"not upgraded ({problem})")
+        books = self._one_model([d for d in books if d.exists()], index)
         progress.add_total(len(books))
         try:
             for start in range(0, len(books), UPGRADE_BATCH):
                 batch = books[start : start + UPGRADE_BATCH]
                 try:
                     index.commit(add=[_staged_rows(d) for d in batch])
-                except FolioError:  # a damaged book: the others one by one, the damaged one set aside
+                except Exception:  # a damaged book: the others one by one, the damaged one set aside
                     batch = [d for d in batch if self._upgrade_alone(index, d)]
                 for directory in batch:
                     moved = self.trash_dir / f"{directory.name}-{uuid.uuid4().hex[:8]}"
@@ -191,14 +223,17 @@ class Library:
         """Move an old book directory that cannot be upgraded to ``not-upgraded/``, with a note."""
         target = self.path / "not-upgraded" / directory.name
         target.parent.mkdir(exist_ok=True)
+        if target.exists():  # one set aside before under the same name
+            target = target.with_name(f"{directory.name}-{uuid.uuid4().hex[:8]}")
         os.rename(directory, target)
         print(f"folio: {directory.name}: {why}; kept whole in {target}", file=sys.stderr)
 
     def _upgrade_alone(self, index: LibraryIndex, directory: Path) -> bool:
         try:
             index.commit(add=[_staged_rows(directory)])
-        except FolioError as exc:
-            self._set_aside(directory, f"not upgraded ({exc.reason})")
+        except Exception as exc:  # whatever is damaged: this book is set aside, the others go on
+            why = exc.reason if isinstance(exc, FolioError) else f"{type(exc).__name__}: {exc}"
+            self._set_aside(directory, f"not upgraded ({why})")
             return False
         return True
 
@@ -241,7 +276,7 @@ class Library:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise FolioError(str(self.path), "another ingest is writing to this library") from None
+                raise WriterBusy(str(self.path), "another ingest is writing to this library") from None
             try:
                 self.recover()
                 yield self
@@ -402,6 +437,8 @@ class Library:
 
     def resolve_book(self, ref: str) -> str:
         """A book id from an id, a unique id prefix, or a source file name."""
+        if not ref.strip():
+            raise FolioError(repr(ref), "no book named: give a book id")
         books = self.descriptors()
         for b in books:
             if ref in (b["book_id"], b["source_file"]) or Path(ref).name == b["source_file"]:
@@ -410,6 +447,17 @@ class Library:
         if len(matches) == 1:
             return matches[0]
         raise FolioError(ref, "no such book in the library" if not matches else "ambiguous book reference")
+
+    def removal_target(self, ref: str) -> str:
+        """The id of the book ``remove`` takes for ``ref``: an exact id (a damaged book's too) or a unique
+        prefix of at least ``MIN_PREFIX`` characters; anything else is refused naming the matches."""
+        return removal_target(ref, [*self.book_ids(), *(i for i, _ in self.damaged_books())])
+
+    def removal(self, ref: str) -> dict[str, Any]:
+        """What ``remove`` would take for ``ref`` (a dry run: nothing changes): its id and title."""
+        book_id = self.removal_target(ref)
+        title = next((b["title"] for b in self.descriptors() if b["book_id"] == book_id), "a damaged book")
+        return {"book_id": book_id, "title": title, "dry_run": True}
 
     def _views(self) -> dict[str, BookStore]:
         """Every book's view, kept per library generation (one search of a large library builds none)."""
@@ -452,6 +500,45 @@ class Library:
     def close(self) -> None:
         """Release the process's index of this library (connections, HNSW view)."""
         close_index(self.path)
+
+
+def removal_target(ref: str, book_ids: list[str]) -> str:
+    """The one id of ``book_ids`` that ``ref`` names exactly, or as a prefix of at least ``MIN_PREFIX``
+    characters; a one-line ``FolioError`` for an empty, blank, short, ambiguous or unknown ``ref``,
+    listing the ids that match (at most ``LISTED``)."""
+    if ref in book_ids:
+        return ref
+    if not ref.strip():
+        raise FolioError(repr(ref), "no book named: give a book id (folio books lists them)")
+    matches = sorted(i for i in set(book_ids) if i.startswith(ref))
+    more = f" and {len(matches) - LISTED} more" if len(matches) > LISTED else ""
+    listed = ", ".join(matches[:LISTED]) + more
+    if len(ref) < MIN_PREFIX:
+        hint = f"; it matches {listed}" if matches else ""
+        raise FolioError(ref, f"give the whole book id or at least {MIN_PREFIX} of its characters{hint}")
+    if not matches:
+        raise FolioError(ref, "no such book in the library (folio books lists the ids)")
+    if len(matches) > 1:
+        raise FolioError(ref, f"ambiguous: it matches {listed}; give more of the id")
+    return matches[0]
+
+
+def legacy_problem(directory: Path) -> str | None:
+    """What makes an earlier per-book directory unfit to upgrade (a missing or unreadable file: its
+    descriptor, its store, its vectors), or None when its files are there to read."""
+    try:
+        descriptor = json.loads((directory / "book.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "book.json is missing"
+    except (OSError, ValueError) as exc:
+        return f"book.json is unreadable: {exc}"
+    if not isinstance(descriptor, dict) or not isinstance(descriptor.get("book_id"), str):
+        return "book.json names no book_id"
+    if not (directory / "book.sqlite").is_file():
+        return "book.sqlite is missing"
+    if descriptor.get("n_windows") and not (directory / "vectors.npy").is_file():
+        return "vectors.npy is missing"
+    return None
 
 
 def _staged_rows(directory: Path) -> StagedRows:

@@ -27,8 +27,9 @@ one line; the server keeps serving. Arguments are checked against the advertised
 which the SDK depends on) and every string must be non-empty and at most ``MAX_QUESTION_CHARS`` long. The
 blocking work runs on worker threads (``anyio.to_thread``), so a slow ``ask`` does not hold up other calls.
 
-stdio: stdout is the protocol. The SDK points fd 1 at stderr while it serves (the protocol goes to a
-private copy of the descriptor), and ``sys.stdout`` is redirected to stderr too, so a ``print`` or the
+stdio: stdout is the protocol. fd 1 points at stderr while it serves (the protocol goes to a private
+copy of the descriptor; ``dataflows.mcp_stdio``, which also screens every frame so each request with an
+id gets a reply), and ``sys.stdout`` is redirected to stderr too, so a ``print`` or the
 encoder's "Loading weights" bar can never corrupt a frame. The service warms up (library index, encoder,
 drivers, Kiwix archives) on a worker thread as the server starts: ``initialize`` and ``tools/list`` answer
 at once, tool calls wait for the warm-up.
@@ -60,7 +61,6 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import (
     CallToolRequestParams,
@@ -72,6 +72,7 @@ from mcp.types import (
 )
 from starlette.applications import Starlette
 
+from folio.dataflows.mcp_stdio import ScreenedFrames, screened_stdio
 from folio.dataflows.service import MAX_QUESTION_CHARS, Service, checked_text, version
 from folio.nodes.backends.tools import BookTools
 from folio.nodes.types import FolioError
@@ -288,8 +289,8 @@ def run_stdio(service: Service) -> None:
 
 async def _serve_stdio(service: Service) -> None:
     mcp = server(service)
-    async with stdio_server() as (read_stream, write_stream):
-        # The SDK has pointed fd 1 at stderr (the protocol uses a private copy); Python-level writes to
+    async with screened_stdio() as (read_stream, write_stream):  # every request answered (mcp_stdio)
+        # fd 1 points at stderr (the protocol uses a private copy); Python-level writes to
         # sys.stdout go to stderr as well, even where the SDK could not divert the descriptor.
         with contextlib.redirect_stdout(sys.stderr):
             print(f"folio: MCP over stdio for {service.library.path} (warming up)", file=sys.stderr)
@@ -308,10 +309,12 @@ def http_app(service: Service, host: str = "127.0.0.1") -> Starlette:
         )
     else:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    return server(service).streamable_http_app(
+    app = server(service).streamable_http_app(
         streamable_http_path="/",
         stateless_http=True,
         json_response=True,
         transport_security=security,
         host=host,
     )
+    app.add_middleware(ScreenedFrames)  # every request answered (dataflows.mcp_stdio)
+    return app

@@ -7,19 +7,23 @@ Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; OpenAPI pag
 - ``GET /api/health`` · ``GET /api/version``
 - ``POST /api/ask`` ``{"question": "..."}`` → the answer with its citations
 - ``GET /api/search?q=...&mode=hybrid&k=10&book=ID&chapter=ID`` → hits
-- ``GET /api/books`` · ``DELETE /api/books/{book}`` (a remove job) ·
+- ``GET /api/books`` · ``DELETE /api/books/{book}`` (a remove job; an exact id or a unique prefix of 4
+  characters or more; ``?dry_run=true``: what would go) ·
   ``GET /api/books/{book}/chapters/{chapter_id}`` · ``GET /api/books/{book}/chunks/{chunk_id}``
 - ``GET /api/concepts?q=...&book=ID&k=10``
 - ``GET /api/kiwix/books`` · ``GET /api/kiwix/search?q=...`` · ``GET /api/kiwix/article?book=B&path=P``
-- ``POST /api/ingest`` ``{"paths": ["book.epub", "folder/"]}`` (files on this machine) → a job (202) ·
+- ``POST /api/ingest`` ``{"paths": ["/abs/book.epub", "/abs/folder/"]}`` (files under the folders of
+  ``--books DIR...``, else 403; no ``--books``: ingest over HTTP is off) → a job (202) ·
   ``GET /api/jobs`` · ``GET /api/jobs/{id}`` · ``GET /api/jobs/{id}/events`` (server-sent events until
   it ends)
 - ``/mcp``: the MCP tools over streamable HTTP (``dataflows.mcp_server``) · ``/``: the web page
 
-Errors are ``{"error": "<one line>"}`` with 400 (bad request), 401 (token), 404 (no such book, chapter,
-chunk, job or article), 413 (body too large), 422 (malformed body) or 500 (a bug: logged in one line,
-never a traceback). A loopback bind needs no token; any other address requires one (``--token`` or
-``$FOLIO_TOKEN``), checked on every request as ``Authorization: Bearer T``, ``X-Folio-Token: T`` or
+Errors are ``{"error": "<one line>"}`` with 400 (bad request), 401 (token), 403 (a path outside the
+allowed folders, a foreign Origin), 404 (no such book, chapter, chunk, job, article or route), 405,
+413 (body too large), 421 (a Host that is not this server), 422 (malformed body) or 500 (a bug: logged
+in one line, never a traceback); ``dataflows.http_guard`` holds these checks. A loopback bind needs
+no token; any other address requires one (``--token`` or ``$FOLIO_TOKEN``), checked on every request
+as ``Authorization: Bearer T``, ``X-Folio-Token: T`` or
 ``?token=T`` (the page's link).
 
 Limitations: no TLS (put a reverse proxy in front for anything beyond the machine); one library per
@@ -35,15 +39,23 @@ import ipaddress
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from folio.dataflows.http_guard import (
+    allowed_hosts,
+    allowed_ingest_paths,
+    error_response,
+    host_problem,
+    install_error_shape,
+    origin_problem,
+    real_folders,
+)
 from folio.dataflows.service import Service, version
 from folio.nodes.types import FolioError
 
@@ -94,17 +106,25 @@ def status_for(error: FolioError) -> int:
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return error_response(status, message)
 
 
 def _page() -> str:
     return resources.files("folio.dataflows").joinpath("web/index.html").read_text(encoding="utf-8")
 
 
-def create_app(service: Service, token: str | None = None, host: str = "127.0.0.1") -> FastAPI:
+def create_app(
+    service: Service,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    books: Sequence[str | os.PathLike[str]] = (),
+) -> FastAPI:
     """The FastAPI application over ``service``; ``token``, when set, is required on every request;
-    ``host`` is the bind address (loopback: the MCP endpoint also checks the Host header)."""
+    ``host`` is the bind address (requests must name it or a loopback name: ``dataflows.http_guard``);
+    ``books``: the folders ``POST /api/ingest`` may read (none: ingest over HTTP is off)."""
     mcp_app = _mcp_app(service, host)
+    hosts = allowed_hosts(host)
+    roots = real_folders(books)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -127,6 +147,10 @@ def create_app(service: Service, token: str | None = None, host: str = "127.0.0.
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
+        if (why := host_problem(request.headers.get("host"), hosts)) is not None:
+            return _error(421, why)
+        if (why := origin_problem(request.method, request.headers.get("origin"), hosts)) is not None:
+            return _error(403, why)
         if token is not None:
             given = request.headers.get("x-folio-token") or request.query_params.get("token") or ""
             auth = request.headers.get("authorization", "")
@@ -145,15 +169,7 @@ def create_app(service: Service, token: str | None = None, host: str = "127.0.0.
             log.error("folio serve: %s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
             return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
-    @app.exception_handler(FolioError)
-    async def folio_error(_request: Request, exc: FolioError) -> Any:
-        return _error(status_for(exc), str(exc))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_request: Request, exc: RequestValidationError) -> Any:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
-        return _error(422, f"{where}: {first.get('msg', 'invalid request')}")
+    install_error_shape(app, status_for)  # every 4xx/5xx is {"error": one line}
 
     def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
         return run_in_threadpool(fn, *args, **kwargs)
@@ -189,7 +205,9 @@ def create_app(service: Service, token: str | None = None, host: str = "127.0.0.
         return await call(service.books)
 
     @app.delete("/api/books/{book}", status_code=202)
-    async def remove_route(book: str) -> dict[str, Any]:
+    async def remove_route(book: str, dry_run: bool = False) -> Any:
+        if dry_run:  # what would go, nothing changed
+            return JSONResponse(await call(service.removal, book))
         job = await call(service.remove, book)
         return job.as_dict()
 
@@ -219,7 +237,7 @@ def create_app(service: Service, token: str | None = None, host: str = "127.0.0.
 
     @app.post("/api/ingest", status_code=202)
     async def ingest_route(paths: Annotated[list[str], Body(embed=True)]) -> dict[str, Any]:
-        job = await call(service.ingest, paths)
+        job = await call(service.ingest, allowed_ingest_paths(paths, roots))
         return job.as_dict()
 
     @app.get("/api/jobs")
@@ -267,10 +285,12 @@ def serve(
     port: int = DEFAULT_PORT,
     token: str | None = None,
     log_level: str = "warning",
+    books: Sequence[str | os.PathLike[str]] = (),
 ) -> None:
-    """Serve ``service`` on ``host:port`` until interrupted (uvicorn, one process)."""
+    """Serve ``service`` on ``host:port`` until interrupted (uvicorn, one process); ``books``: the
+    folders ``POST /api/ingest`` may read."""
     import uvicorn
 
-    app = create_app(service, bind_token(host, token), host)
+    app = create_app(service, bind_token(host, token), host, books)
     print(f"folio: serving {service.library.path} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

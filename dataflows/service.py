@@ -316,8 +316,13 @@ class Service:
         return self._submit("ingest", tuple(paths))
 
     def remove(self, book: str) -> Job:
-        """Queue the removal of a book (id, unique prefix or source file name); returns the job at once."""
-        return self._submit("remove", (self.library.resolve_book(book),))
+        """Queue the removal of a book (an exact id or a unique prefix of at least 4 characters:
+        ``Library.removal_target``); returns the job at once."""
+        return self._submit("remove", (self.library.removal_target(book),))
+
+    def removal(self, book: str) -> dict[str, Any]:
+        """What ``remove(book)`` would take away (a dry run): the book's id and title; nothing changes."""
+        return self.library.removal(book)
 
     def job(self, job_id: str) -> dict[str, Any]:
         """A job's state and progress."""

@@ -92,6 +92,7 @@ class Run:
     lines: int = 1  # how many ``folio:`` lines an error gives (one per failed input)
     stdout_check: Callable[[str], str | None] | None = None  # what else is wrong with stdout, or None
     caches_may_grow: bool = False  # an interrupted ingest keeps the whole cache entries of its work
+    stdin: bytes | None = None  # what the command reads on stdin (None: /dev/null)
 
 
 @dataclass(frozen=True)
@@ -359,7 +360,7 @@ def _execute(c: Case, ctx: Ctx, run: Run) -> Result:
         command,
         stdout=stdout,
         stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if run.stdin is None else subprocess.PIPE,
         env=env,
         cwd=ctx.cwd,
         preexec_fn=_default_sigint,  # a runner started in the background ignores SIGINT: not its cases
@@ -380,7 +381,7 @@ def _execute(c: Case, ctx: Ctx, run: Run) -> Result:
         else:
             problems.append("ended before it could be interrupted")
     try:
-        out, err = proc.communicate(timeout=run.limit + 30)
+        out, err = proc.communicate(input=run.stdin, timeout=run.limit + 30)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
@@ -2424,6 +2425,477 @@ def _search_locked(ctx: Ctx) -> Run:
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     ctx.stack.callback(lock.close)
     return Run(_lib_args(lib, "search", "whale"), ("ok",), env=LEX, library=lib)
+
+
+# === issue 33: classes service, mcp, concurrency, upgrade (safe to serve, nothing lost) =====================
+# service: a real `folio serve` probed over HTTP while it runs (ServeProbe), then interrupted; and `remove`.
+# mcp: `folio mcp` fed hostile frames on stdin (Run.stdin); every request id must get one reply.
+# concurrency: reads beside a writer process committing in a loop, and beside another process upgrading.
+# upgrade: an old per-book library with one damaged book: set aside in one line, the rest upgraded.
+class ServeProbe:
+    """Probes a ``folio serve`` run: ``poll`` (the case's ``interrupt_when``) waits for the server, runs
+    ``checks`` (each returns a problem or None), then lets the run be interrupted; ``problems`` (the
+    case's ``stdout_check``) names what failed."""
+
+    def __init__(self, port: int, checks: Callable[[str], list[str]]) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.checks = checks
+        self.found: list[str] | None = None
+
+    def poll(self) -> bool:
+        import httpx
+
+        if self.found is not None:
+            return True
+        try:
+            httpx.get(self.url + "/api/health", timeout=2)  # any answer (a 401 too): it is up
+        except httpx.HTTPError:
+            return False
+        try:
+            self.found = self.checks(self.url)
+        except Exception as exc:  # a probe that broke is a failed case
+            self.found = [f"probe error: {exc!r}"]
+        return True
+
+    def problems(self, _stdout: str) -> str | None:
+        if self.found is None:
+            return "the server never answered"
+        return "; ".join(self.found) or None
+
+
+def _one_error(response: Any, status: int, says: str = "") -> str | None:
+    """Why ``response`` is not ``status`` with one ``{"error": ...}`` line holding ``says``, or None."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code != status or not isinstance(body, dict) or set(body) != {"error"}:
+        request = response.request
+        return f"{request.method} {request.url.path}: {response.status_code} {response.text[:120]}"
+    if "\n" in body["error"] or says not in body["error"]:
+        return f"{response.request.url.path}: error line {body['error'][:120]!r} lacks {says!r}"
+    return None
+
+
+def _serve_case(
+    checks: Callable[[Ctx, Path], Callable[[str], list[str]]], *args: str
+) -> Callable[[Ctx], Run]:
+    def build(ctx: Ctx) -> Run:
+        from folio.dataflows.measuring import free_port
+
+        lib = ctx.lib()
+        port = free_port()
+        probe = ServeProbe(port, checks(ctx, lib))
+        more = [a.replace("ROOT", str(ctx.root)) for a in args]
+        return Run(
+            _lib_args(lib, "serve", "--port", str(port), *more),
+            ("ok",),
+            env=LEX,
+            library=lib,
+            limit=90,
+            interrupt_after=90,
+            interrupt_when=probe.poll,
+            stdout_check=probe.problems,
+        )
+
+    return build
+
+
+def _allowed_folder(ctx: Ctx) -> Path:
+    allowed = ctx.path("allowed")
+    allowed.mkdir(exist_ok=True)
+    secret = ctx.path("secret.txt")
+    secret.write_text("private notes " * 100)
+    (allowed / "leak.txt").symlink_to(secret)
+    return allowed
+
+
+def _ingest_refused(
+    paths: Callable[[Ctx], list[str]], says: str
+) -> Callable[[Ctx, Path], Callable[[str], list[str]]]:
+    def checks(ctx: Ctx, _lib: Path) -> Callable[[str], list[str]]:
+        _allowed_folder(ctx)
+        wanted = paths(ctx)
+
+        def run(url: str) -> list[str]:
+            import httpx
+
+            out = [
+                _one_error(httpx.post(url + "/api/ingest", json={"paths": [p]}, timeout=30), 403, says)
+                for p in wanted
+            ]
+            jobs = httpx.get(url + "/api/jobs", timeout=30).json()
+            return [p for p in out if p] + ([f"jobs were queued: {jobs}"] if jobs else [])
+
+        return run
+
+    return checks
+
+
+def _probe(
+    method: str, path: str, status: int, says: str = "", **kwargs: Any
+) -> Callable[[Ctx, Path], Callable[[str], list[str]]]:
+    def checks(ctx: Ctx, lib: Path) -> Callable[[str], list[str]]:
+        first = ctx.book_ids(lib)[0]
+
+        def run(url: str) -> list[str]:
+            import httpx
+
+            target = url + path.replace("FIRST", first)
+            problem = _one_error(httpx.request(method, target, timeout=30, **kwargs), status, says)
+            return [problem] if problem else []
+
+        return run
+
+    return checks
+
+
+NESTED = b'{"question": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+JSON_TYPE = {"content-type": "application/json"}
+cases(
+    "service",
+    {
+        "ingest-off-without-books": (
+            _serve_case(_ingest_refused(lambda ctx: [str(ctx.path("secret.txt"))], "is off")),
+            True,
+        ),
+        "ingest-etc-passwd-relative": (
+            _serve_case(
+                _ingest_refused(lambda ctx: ["../../../../etc/passwd"], "absolute"), "--books", "ROOT/allowed"
+            ),
+            True,
+        ),
+        "ingest-outside-books": (
+            _serve_case(
+                _ingest_refused(lambda ctx: ["/etc/passwd", str(ctx.path("secret.txt"))], "not inside"),
+                "--books",
+                "ROOT/allowed",
+            ),
+            True,
+        ),
+        "ingest-symlink-leading-out": (
+            _serve_case(
+                _ingest_refused(lambda ctx: [str(ctx.path("allowed/leak.txt"))], "not inside"),
+                "--books",
+                "ROOT/allowed",
+            ),
+            True,
+        ),
+        "ingest-dotdot-out-of-books": (
+            _serve_case(
+                _ingest_refused(lambda ctx: [f"{ctx.path('allowed')}/../secret.txt"], "not inside"),
+                "--books",
+                "ROOT/allowed",
+            ),
+            True,
+        ),
+        "foreign-host-421": (
+            _serve_case(_probe("GET", "/api/books", 421, "evil.example", headers={"Host": "evil.example"})),
+            True,
+        ),
+        "foreign-host-mcp-421": (
+            _serve_case(_probe("POST", "/mcp/", 421, "evil.example", headers={"Host": "evil.example"})),
+            True,
+        ),
+        "foreign-origin-delete-403": (
+            _serve_case(
+                _probe("DELETE", "/api/books/FIRST", 403, "Origin", headers={"Origin": "http://evil.example"})
+            ),
+            True,
+        ),
+        "token-still-required-on-every-route": (
+            _serve_case(_probe("GET", "/docs", 401, "token"), "--token", "s3cret"),
+            True,
+        ),
+        "unknown-route-404": (_serve_case(_probe("GET", "/no/such/route", 404, "no such route")), True),
+        "wrong-method-405": (_serve_case(_probe("PUT", "/api/books", 405, "not allowed")), True),
+        "body-not-json-422": (
+            _serve_case(_probe("POST", "/api/ask", 422, "JSON", content=b"{not json", headers=JSON_TYPE)),
+            True,
+        ),
+        "body-nested-20000-deep": (
+            _serve_case(_probe("POST", "/api/ask", 400, "", content=NESTED, headers=JSON_TYPE)),
+            True,
+        ),
+        "remove-blank-id-http": (
+            _serve_case(_probe("DELETE", "/api/books/%20%20", 400, "no book named")),
+            True,
+        ),
+        "remove-short-prefix-http": (_serve_case(_probe("DELETE", "/api/books/a", 400, "at least 4")), True),
+    },
+)
+
+
+@case("service", "cli-remove-empty-id")
+def _remove_empty(ctx: Ctx) -> Run:
+    lib = ctx.lib()
+    return Run(_lib_args(lib, "remove", ""), ("error",), names=("no book named",), library=lib)
+
+
+@case("service", "cli-remove-one-letter-lists-matches")
+def _remove_short(ctx: Ctx) -> Run:
+    lib = ctx.lib()
+    return Run(
+        _lib_args(lib, "remove", "a"), ("error",), names=("at least 4", ctx.book_ids(lib)[0]), library=lib
+    )
+
+
+@case("service", "cli-remove-dry-run-changes-nothing")
+def _remove_dry(ctx: Ctx) -> Run:
+    lib = ctx.lib()
+    first = ctx.book_ids(lib)[0]
+    return Run(
+        _lib_args(lib, "remove", first[:5], "--dry-run"), ("ok",), names=("would remove", first), library=lib
+    )
+
+
+# --- mcp: every request with an id gets a reply -------------------------------------------------------------
+MCP_INIT = {
+    "jsonrpc": "2.0",
+    "id": "init",
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "fault", "version": "1"},
+    },
+}
+MCP_LAST = {"jsonrpc": "2.0", "id": "last", "method": "tools/list"}  # answered without the warm-up
+
+
+def _mcp_case(frame: bytes, answered: tuple[Any, ...]) -> Callable[[Ctx], Run]:
+    """``folio mcp`` fed initialize, ``frame`` and a tools/list request, then end of input: every id of
+    ``answered`` (and ``init``, ``last``) must get one reply, ``last`` a result (the server went on)."""
+
+    def build(ctx: Ctx) -> Run:
+        lib = ctx.lib()
+        frames = [
+            json.dumps(MCP_INIT).encode(),
+            b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+            frame,
+        ]
+        stdin = b"\n".join([*frames, json.dumps(MCP_LAST).encode()]) + b"\n"
+
+        def check(stdout: str) -> str | None:
+            try:
+                replies = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+            except ValueError as exc:
+                return f"stdout is not JSON-RPC: {exc}"
+            ids = [r.get("id") for r in replies]
+            missing = [i for i in ("init", *answered, "last") if ids.count(i) != 1]
+            if missing:
+                return f"no single reply for ids {missing}: got {ids}"
+            last = next(r for r in replies if r.get("id") == "last")
+            return None if "result" in last else f"the server did not go on: {last}"
+
+        return Run(
+            _lib_args(lib, "mcp"), ("ok",), env=LEX, library=lib, stdin=stdin, stdout_check=check, limit=60
+        )
+
+    return build
+
+
+def _rpc(**fields: Any) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", **fields}).encode()
+
+
+cases(
+    "mcp",
+    {
+        "params-not-an-object": (_mcp_case(_rpc(id=1, method="tools/call", params=[1, 2]), (1,)), True),
+        "params-a-string": (_mcp_case(_rpc(id=2, method="tools/call", params="books_list"), (2,)), True),
+        "lone-surrogate-in-question": (
+            _mcp_case(
+                b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "ask", '
+                b'"arguments": {"question": "why \\ud83d"}}}',
+                (3,),
+            ),
+            True,
+        ),
+        "unknown-method": (_mcp_case(_rpc(id=4, method="no/such/method"), (4,)), True),
+        "unparseable-frame": (_mcp_case(b'{"jsonrpc": "2.0", "id": 5, "method": oops', (None,)), True),
+        "invalid-utf8-bytes": (
+            _mcp_case(b'{"jsonrpc": "2.0", "id": 6, "method": "tools/list"\xff\xfe}', (None,)),
+            True,
+        ),
+        "batch-array": (_mcp_case(b"[" + _rpc(id=7, method="tools/list") + b"]", (None,)), True),
+        "arguments-not-an-object": (
+            _mcp_case(_rpc(id=8, method="tools/call", params={"name": "books_list", "arguments": 5}), (8,)),
+            True,
+        ),
+        "oversized-frame-5mb": (
+            _mcp_case(
+                b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"q": "'
+                + b"x" * (5 * 2**20)
+                + b'"}}',
+                (9,),
+            ),
+            True,
+        ),
+        "wrong-jsonrpc-version": (
+            _mcp_case(json.dumps({"jsonrpc": "1.0", "id": 10, "method": "tools/list"}).encode(), (10,)),
+            True,
+        ),
+    },
+)
+
+
+# --- concurrency: reads beside a writer committing in a loop ------------------------------------------------
+def _writer_loop(ctx: Ctx, lib: Path) -> None:
+    """A writer process committing into ``lib`` in a loop (tests/concurrency_workers.py) for the case's
+    run, stopped after it; the run starts once the first commit is in."""
+    stop = ctx.path("stop-writer")
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "tests.concurrency_workers", "writer", str(lib), str(stop)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=base_env(ctx.home),
+        cwd=ctx.cwd,
+    )
+
+    def stopped() -> None:
+        stop.touch()
+        try:
+            writer.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            writer.kill()
+            writer.wait()
+
+    ctx.stack.callback(stopped)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "looping-book" not in ",".join(ctx.book_ids(lib)):
+        time.sleep(0.1)
+
+
+def _concurrent(args: tuple[str, ...], names: tuple[str, ...] = ()) -> Callable[[Ctx], Run]:
+    def build(ctx: Ctx) -> Run:
+        lib = ctx.lib()
+        _writer_loop(ctx, lib)
+        return Run(_lib_args(lib, *args), ("ok",), names=names, env=LEX, library=lib, intact=False)
+
+    return build
+
+
+def _legacy_library(ctx: Ctx, titles: tuple[str, ...]) -> Path:
+    from folio.nodes.backends.library_index import usearch_index
+    from tests.test_library_index import synthetic_book, write_book_dir
+
+    usearch_index()  # ONNX Runtime before usearch (write_book_dir imports usearch): else a segfault
+
+    lib = ctx.path("legacy")
+    for i, title in enumerate(titles):
+        parts = [[" ".join(WORDS[(i + j) % len(WORDS)] for j in range(30))]]
+        write_book_dir(synthetic_book(title, parts), lib / "books" / title.lower(), legacy=True)
+    return lib
+
+
+@case("concurrency", "books-while-an-upgrade-runs")
+def _upgrade_race(ctx: Ctx) -> Run:
+    lib = _legacy_library(ctx, ("Alpha", "Beta", "Gamma", "Delta", "Epsilon", "Zeta"))
+    other = subprocess.Popen(
+        [*folio_command(), "books", "--library", str(lib)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**base_env(ctx.home), **LEX},
+        cwd=ctx.cwd,
+    )
+    ctx.stack.callback(lambda: other.wait(timeout=120))
+    return Run(_lib_args(lib, "books"), ("ok",), names=("Alpha", "Zeta"), env=LEX, library=lib, intact=False)
+
+
+@case("concurrency", "mcp-books-list-while-a-writer-commits")
+def _mcp_beside_writer(ctx: Ctx) -> Run:
+    lib = ctx.lib()
+    _writer_loop(ctx, lib)
+    call = {
+        "jsonrpc": "2.0",
+        "id": "books",
+        "method": "tools/call",
+        "params": {"name": "books_list", "arguments": {}},
+    }
+    frames = [
+        MCP_INIT,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        call,
+        call | {"id": "again"},
+    ]
+    stdin = b"".join(json.dumps(f).encode() + b"\n" for f in frames)
+
+    def check(stdout: str) -> str | None:
+        replies = {r.get("id"): r for r in map(json.loads, filter(str.strip, stdout.splitlines()))}
+        bad = [i for i in ("books", "again") if replies.get(i, {}).get("result", {}).get("isError", True)]
+        return f"books_list failed beside the writer: {[replies.get(i) for i in bad]}" if bad else None
+
+    return Run(
+        _lib_args(lib, "mcp"), ("ok",), env=LEX, library=lib, intact=False, stdin=stdin, stdout_check=check
+    )
+
+
+cases(
+    "concurrency",
+    {
+        "books-while-a-writer-commits": (_concurrent(("books", "--json"), ("alpha",)), True),
+        "search-while-a-writer-commits": (
+            _concurrent(("search", "whale harpoon", "--mode", "lexical")),
+            True,
+        ),
+        "concepts-while-a-writer-commits": (_concurrent(("concepts", "whale")), True),
+    },
+)
+
+
+# --- upgrade: an old per-book library with damaged books ----------------------------------------------------
+def _damaged_legacy(damage: Callable[[Path], object], says: str) -> Callable[[Ctx], Run]:
+    def build(ctx: Ctx) -> Run:
+        lib = _legacy_library(ctx, ("Alpha", "Beta"))
+        damage(lib / "books" / "alpha")
+        return Run(
+            _lib_args(lib, "books"), ("degraded",), names=("alpha", says, "Beta"), library=lib, intact=False
+        )
+
+    return build
+
+
+cases(
+    "upgrade",
+    {
+        "book-sqlite-missing": (
+            _damaged_legacy(lambda d: (d / "book.sqlite").unlink(), "book.sqlite is missing"),
+            True,
+        ),
+        "vectors-npy-missing": (
+            _damaged_legacy(lambda d: (d / "vectors.npy").unlink(), "vectors.npy is missing"),
+            True,
+        ),
+        "book-json-missing": (
+            _damaged_legacy(lambda d: (d / "book.json").unlink(), "book.json is missing"),
+            True,
+        ),
+        "book-json-not-an-object": (
+            _damaged_legacy(lambda d: (d / "book.json").write_text("[1, 2]"), "no book_id"),
+            True,
+        ),
+        "book-sqlite-garbage": (
+            _damaged_legacy(lambda d: garbage(d / "book.sqlite", 8192), "not upgraded"),
+            True,
+        ),
+        "book-sqlite-truncated": (
+            _damaged_legacy(lambda d: truncate(d / "book.sqlite", 0.3), "not upgraded"),
+            True,
+        ),
+        "vectors-npy-garbage": (
+            _damaged_legacy(lambda d: garbage(d / "vectors.npy", 4096), "not upgraded"),
+            True,
+        ),
+        "book-sqlite-is-a-folder": (
+            _damaged_legacy(
+                lambda d: ((d / "book.sqlite").unlink(), (d / "book.sqlite").mkdir()),
+                "book.sqlite is missing",
+            ),
+            True,
+        ),
+    },
+)
 
 
 # --- the runner ---------------------------------------------------------------------------------------------

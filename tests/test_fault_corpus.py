@@ -38,6 +38,11 @@ SUITE = (
     "interrupt/ctrl-c-during-ask-hanging-llm",
     "pipe/closed-books-json",
     "holds/second-writer-is-refused-in-one-line",
+    "service/cli-remove-empty-id",
+    "service/foreign-host-421",
+    "mcp/params-not-an-object",
+    "concurrency/books-while-a-writer-commits",
+    "upgrade/book-sqlite-missing",
 )
 FAST = [c for c in CASES if c.key in SUITE]
 

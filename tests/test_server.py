@@ -218,7 +218,7 @@ def test_openapi_page_and_web_page_are_served(served) -> None:
         ("get", "/api/books/no-such-book/chapters/ch-1", None, 404, "no such book"),
         ("get", "/api/concepts?q=%00%01", None, 200, None),
         ("get", "/api/jobs/ingest-999", None, 404, "no such job"),
-        ("post", "/api/ingest", {"paths": ["/no/such/book.epub"]}, 404, "/no/such/book.epub: no such file"),
+        ("post", "/api/ingest", {"paths": ["/no/such/book.epub"]}, 403, "ingest over HTTP is off"),
         ("post", "/api/ingest", {"paths": []}, 400, "paths: give 1 to"),
         ("delete", "/api/books/no-such-book", None, 404, "no such book"),
     ],
@@ -275,7 +275,8 @@ def test_ingest_job_streams_progress_and_remove_job_takes_the_book_away(
 ) -> None:
     [book] = write_book_files(small_books(data_dir, 1, words=1500), tmp_path / "books")
     service = Service(alice_copy)
-    with ServedApp(create_app(service)) as running, httpx.Client(base_url=running.url, timeout=60) as c:
+    app = create_app(service, books=[tmp_path / "books"])
+    with ServedApp(app) as running, httpx.Client(base_url=running.url, timeout=60) as c:
         job = c.post("/api/ingest", json={"paths": [str(book)]})
         assert job.status_code == 202 and job.json()["state"] in ("queued", "running")
         events = _events(c, job.json()["job_id"])
@@ -320,7 +321,8 @@ def test_twenty_parallel_asks_while_one_book_is_ingested_and_another_removed(
         "Who is the Queen of Hearts?",
         "What did the Caterpillar ask Alice?",
     ]
-    with ServedApp(create_app(service)) as running, httpx.Client(base_url=running.url, timeout=120) as c:
+    app = create_app(service, books=[tmp_path / "books"])
+    with ServedApp(app) as running, httpx.Client(base_url=running.url, timeout=120) as c:
         c.post("/api/ask", json={"question": questions[0]})  # warm
         ingest_job = c.post("/api/ingest", json={"paths": [str(pieces[1])]}).json()["job_id"]
         remove_job = c.delete(f"/api/books/{removed_id}").json()["job_id"]

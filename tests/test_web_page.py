@@ -63,7 +63,11 @@ def served(
     library = tmp_path_factory.mktemp("web") / "library"
     shutil.copytree(alice_library, library)
     service = Service(library, zim_paths=[ZIM])
-    with ServedApp(create_app(service)) as open_app, ServedApp(create_app(service, TOKEN)) as guarded:
+    books = [ALICE_EPUB.parent]  # the folder the page's ingest may read (folio serve --books)
+    with (
+        ServedApp(create_app(service, books=books)) as open_app,
+        ServedApp(create_app(service, TOKEN, books=books)) as guarded,
+    ):
         yield open_app.url, guarded.url, service
     service.close()
 

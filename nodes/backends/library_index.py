@@ -275,6 +275,27 @@ def _read_only_uri(database: Path) -> str:
     return f"file:{quote(os.fsencode(database))}?{'mode=ro' if has_log else 'immutable=1'}"
 
 
+def apsw_busy() -> type[Exception]:
+    """SQLite's "database is locked" error class (apsw is imported lazily)."""
+    import apsw
+
+    return apsw.BusyError
+
+
+def _meta_complete(conn: Any) -> bool:
+    """The database is in WAL mode and holds every table of ``SCHEMA`` and the meta rows (a library
+    that opening need not write)."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
+    wanted = {"meta", "books", "chapters", "chunks", "windows", "chunks_fts"}
+    keys = {row[0] for row in conn.execute("SELECT key FROM meta")}
+    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    return (
+        wanted <= tables
+        and {"format_version", "generation", "next_chunk", "next_window"} <= keys
+        and (str(mode).lower() == "wal")
+    )
+
+
 class LibraryIndex:
     """The library's one SQLite database and one HNSW; per-thread connections, a shared HNSW view.
     A library this process may not write is opened read-only (``read_only``): every read works, a
@@ -314,14 +335,22 @@ class LibraryIndex:
                         str(self.directory), "cannot write to the library (read-only), which is empty"
                     )
                 return
+            if "meta" in tables and _meta_complete(conn):
+                return  # an existing library: opening it writes nothing (a reader never takes the write lock)
             conn.execute("PRAGMA journal_mode=WAL")
-            with conn:
+            conn.execute("BEGIN IMMEDIATE")  # waits for a writer (the busy timeout), never fails on one
+            try:
                 conn.execute(SCHEMA)
                 conn.execute(
                     "INSERT OR IGNORE INTO meta VALUES ('format_version', ?), ('generation', '0'), "
                     "('next_chunk', '1'), ('next_window', '1')",
                     (str(FORMAT_VERSION),),
                 )
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    conn.execute("ROLLBACK")
+                raise
 
     # --- connections -----------------------------------------------------------------------------
     def _conn(self) -> Any:
@@ -1053,7 +1082,8 @@ class LibraryIndex:
                 written.unlink(missing_ok=True)
             raise
         checkpoint("committed")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the database file alone holds the library
+        with contextlib.suppress(apsw_busy()):  # readers still in the log: the next commit truncates it
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the database file alone holds the library
         self.remove_stale_vectors()
         checkpoint("cleaned")
 
@@ -1066,17 +1096,23 @@ class LibraryIndex:
 
     def vectors_missing(self) -> bool:
         """The library has windows but no readable HNSW file for the current generation (missing,
-        damaged, or not holding every window)."""
-        with self._reading() as conn:
-            generation = self._generation(conn)
-            windows = int(conn.execute("SELECT count(*) FROM windows").fetchone()[0])
-        if not windows:
-            return False
-        try:
-            view = self._view(generation)
-        except FolioError:
-            return True
-        return view is None or len(view) != windows
+        damaged, or not holding every window). A generation that a writer replaced while this looked
+        is looked at again (its file may already be gone), so a reader never mistakes a commit for damage."""
+        for _attempt in range(5):
+            with self._reading() as conn:
+                generation = self._generation(conn)
+                windows = int(conn.execute("SELECT count(*) FROM windows").fetchone()[0])
+            if not windows:
+                return False
+            try:
+                view = self._view(generation)
+            except FolioError:
+                view = None
+            if view is not None and len(view) == windows:
+                return False
+            if self.generation() == generation:
+                return True
+        return False  # a writer keeps committing: it leaves each generation whole
 
     def rebuild_vectors(self) -> int:
         """Write the current generation's HNSW again from the stored vectors (a missing or damaged
