@@ -508,7 +508,8 @@ def answer(
     for r in routes:
         if r.reason.startswith(("AMBIGUOUS", "LLM router failed")):
             notes.append(f"router: {r.reason}")
-    if any(r.route == "NOT_BOOK" for r in routes) and any(r.source == "book" for r in source_results):
+    to_books = {r.clause for r in source_results if r.source == "book"}
+    if any(r.route == "NOT_BOOK" and r.question in to_books for r in routes):
         notes.append(
             "no other source is configured or reachable for a question outside the books: searched the books"
         )
