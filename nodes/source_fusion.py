@@ -82,7 +82,6 @@ from folio.nodes.types import (
     Citation,
     FolioError,
     FusedContext,
-    KiwixBook,
     KiwixCatalog,
     KiwixResult,
     RouteDecision,
@@ -313,9 +312,9 @@ def kiwix_ready__none() -> bool:
 
 
 @config.when_in(kiwix=["libzim", "http"])
-def kiwix_ready__kiwix(searched_books: tuple[KiwixBook, ...]) -> bool:
+def kiwix_ready__kiwix(kiwix_catalog: KiwixCatalog) -> bool:
     """Kiwix can answer: it has at least one book to search (none without ZIM files)."""
-    return bool(searched_books)
+    return bool(kiwix_catalog.books)
 
 
 def source_plan(

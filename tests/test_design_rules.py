@@ -1,11 +1,18 @@
-"""Rules of the design kept exactly (issue 32) that no stage's own test file covers: the ask's notes."""
+"""Rules of the design kept exactly (issue 32) that no stage's own test file covers."""
 
 from __future__ import annotations
 
-from folio.nodes.answering import answer
+from pathlib import Path
+
+from folio.dataflows.asking import ask
+from folio.nodes.answering import NOT_FROM_BOOKS, answer
 from folio.nodes.backends.tools import ToolBudget
+from folio.nodes.backends.zim import ZimBackend
+from folio.nodes.kiwix_fusion import kiwix_context
 from folio.nodes.source_fusion import fused_context
-from folio.nodes.types import Citation, RouteDecision, SourceResult
+from folio.nodes.types import Candidate, Citation, RouteDecision, ScoredCandidate, SourceResult
+from tests.conftest import ZIMS
+from tests.servers import Reply, ScriptedLLMServer
 
 NO_OTHER_SOURCE = (
     "no other source is configured or reachable for a question outside the books: searched the books"
@@ -33,3 +40,35 @@ def test_the_no_other_source_note_appears_only_when_a_non_book_clause_went_to_th
     assert NO_OTHER_SOURCE not in _answer(routes, (book, kiwix)).notes  # Kiwix answered the second clause
     searched = SourceResult("book", "Alice", "The Beatles sang.", (Citation("book"),), clause=BEATLES)
     assert NO_OTHER_SOURCE in _answer(routes, (book, searched)).notes  # no other source: the books took it
+
+
+def test_a_multi_book_kiwix_context_holds_each_article_truncated_after_its_passage() -> None:
+    wiki, ray = "wikipedia_en_100_mini_2022-10", "wikipedia_en_ray_charles_mini_2020-03"
+    scored = (
+        ScoredCandidate(Candidate(wiki, "A/The_Beatles", "The Beatles", "", ""), 30.0, ()),
+        ScoredCandidate(Candidate(ray, "A/Eleanor_Rigby", "Eleanor Rigby", "", ""), 28.0, ()),
+    )
+    with ZimBackend([ZIMS / f"{wiki}.zim", ZIMS / f"{ray}.zim"]) as backend:
+        ctx = kiwix_context(
+            scored, (wiki, ray), backend, "Which Beatles song did Ray Charles cover?", None, 0.5, 900
+        )
+    bodies = ctx.text.split(f"\n\n[{ray} — Eleanor Rigby]\n")
+    assert bodies[0].startswith(f"[{wiki} — The Beatles]\n") and len(bodies) == 2
+    for body, section in zip((bodies[0].split("\n", 1)[1], bodies[1]), ctx.sections, strict=True):
+        assert body.startswith(section.text + "\n\n")  # the reader's passage first
+        assert len(section.text) + 300 < len(body) <= 900  # then the article, cut to the share
+        assert 0 < len(section.text.split()) <= 60  # the sections (what the ask shows) stay the passages
+
+
+def test_a_not_book_question_with_an_llm_and_no_other_source_is_answered_not_from_the_books(
+    alice_library: Path,
+) -> None:
+    route = {"route": "NOT_BOOK", "confidence": 0.9, "suggested_queries": []}
+    with ScriptedLLMServer([route, Reply.answer("Neon is a noble gas.")]) as server:
+        cfg = {"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0, "kiwix": "none"}
+        got = ask("What is a noble gas?", library=alice_library, config=cfg)
+        asked = server.requests[-1]
+    assert got.answer == f"{NOT_FROM_BOOKS} Neon is a noble gas."
+    assert got.sources_used == ("llm",) and got.citations == ()
+    assert "tools" not in asked and "Excerpts" not in asked["messages"][-1]["content"]
+    assert NO_OTHER_SOURCE not in got.notes  # the books were not what answered
