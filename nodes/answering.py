@@ -274,7 +274,7 @@ def _answer_messages(
 
 
 def _agent_messages(question: str, catalog: Sequence[BookInfo]) -> list[dict[str, Any]]:
-    books = "\n".join(f"- {b.book_id}: {b.title} by {b.author}" for b in catalog)
+    books = "\n".join(f"- {b.book_id}: {b.describe()}" for b in catalog)
     return [
         {
             "role": "system",

@@ -349,7 +349,7 @@ def _deterministic(
 
 
 def _router_messages(clause: str, catalog: Sequence[BookInfo]) -> list[dict[str, str]]:
-    books = "\n".join(f"- {b.book_id}: {b.title} by {b.author} ({b.language})" for b in catalog) or "(none)"
+    books = "\n".join(f"- {b.book_id}: {b.describe()} ({b.language})" for b in catalog) or "(none)"
     tools = ", ".join(
         [
             "book_concept_map.lookup",
@@ -407,6 +407,8 @@ def book_catalog(book_stores: dict) -> tuple[BookInfo, ...]:
             s.descriptor.get("title", ""),
             s.descriptor.get("author", ""),
             s.descriptor.get("language", ""),
+            s.descriptor.get("translator", ""),
+            s.descriptor.get("edition", ""),
         )
         for s in book_stores.values()
     ]

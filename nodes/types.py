@@ -687,6 +687,15 @@ class BookInfo:
     title: str
     author: str
     language: str = ""
+    translator: str = ""  # when the file names one (``nodes/backends/editions.py``)
+    edition: str = ""
+
+    def describe(self) -> str:
+        """The book as the always-on context names it: title, author, translator and edition."""
+        extra = [f"translated by {self.translator}"] if self.translator else []
+        extra += [f"edition: {self.edition}"] if self.edition else []
+        more = f"; {'; '.join(extra)}" if extra else ""
+        return f"{self.title} by {self.author}{more}"
 
 
 @dataclass(frozen=True)
