@@ -2,8 +2,8 @@
 
 ``book.json`` holds what the catalog needs (metadata, chapters without text, counts, the embedding
 model and chunk settings; the translator and edition when the file names them, for the always-on
-context: ``nodes/backends/editions.py``); the commit stores it in the library index, from which the DuckDB catalog
-can always be rebuilt.
+context: ``nodes/backends/editions.py``); the commit stores it in the library index, from which the
+DuckDB catalog can always be rebuilt.
 
 Config keys: none. Limitations: the commit into the library is done by ``dataflows.library``.
 """

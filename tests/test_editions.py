@@ -13,8 +13,8 @@ from folio.nodes.types import BookInfo, Manifest
 
 OPF2 = b"""<?xml version="1.0"?>
 <package xmlns="http://www.idpf.org/2007/opf" xmlns:dc="http://purl.org/dc/elements/1.1/" version="2.0">
-<metadata><dc:title>Fairy Tales</dc:title><dc:creator opf:role="aut" xmlns:opf="http://www.idpf.org/2007/opf">
-Grimm</dc:creator><dc:contributor xmlns:opf="http://www.idpf.org/2007/opf" opf:role="trl">Lucy  Crane</dc:contributor>
+<metadata xmlns:opf="http://www.idpf.org/2007/opf"><dc:title>Fairy Tales</dc:title>
+<dc:creator opf:role="aut">Grimm</dc:creator><dc:contributor opf:role="trl">Lucy  Crane</dc:contributor>
 <meta name="edition" content="Second edition"/></metadata></package>"""
 OPF3 = b"""<?xml version="1.0"?>
 <package xmlns="http://www.idpf.org/2007/opf" xmlns:dc="http://purl.org/dc/elements/1.1/" version="3.0">
