@@ -5,9 +5,11 @@ Kiwix nodes, ``nodes/kiwix.py`` … ``nodes/kiwix_fusion.py``, in this same grap
 (SearXNG, ``nodes/backends/searxng.py``). Source names (``sources``) are validated, de-duplicated and
 capped at ``fusion_max_sources``.
 
-Plan (``source_plan``): a BOOK clause goes to the books; any other clause goes to every enabled source
-that can answer (Kiwix when it has a book to search, ``kiwix_ready``; web and news when ``searxng_url``
-is set), or to the books when none can.
+Plan (``source_plan``): a BOOK clause goes to the books; any other clause goes to the sources the LLM
+router named for it (``RouteDecision.sources``: validated, de-duplicated, capped at
+``fusion_max_sources``) among the enabled sources that can answer (Kiwix when it has a book to search,
+``kiwix_ready``; web and news when ``searxng_url`` is set); to every one of those when the router named
+none (the deterministic router never does) or none of its names is enabled; to the books when none can.
 
 Kiwix query (``kiwix_query``): the clauses the plan sends to Kiwix, in the question's order, then the
 BOOK clauses the books refused (no supporting evidence: "When does the Moon block out the Sun?" shares
@@ -330,7 +332,8 @@ def source_plan(
     external = tuple(s for s in source_names(sources, fusion_max_sources) if s != "book" and s in ready)
     jobs: list[tuple[str, str]] = []
     for r in routes:
-        targets = ("book",) if r.route == "BOOK" or not external else external
+        named = tuple(s for s in source_names(r.sources, fusion_max_sources) if s in external)
+        targets = ("book",) if r.route == "BOOK" or not external else (named or external)
         jobs.extend((s, r.question) for s in targets)
     return tuple(dict.fromkeys(jobs))
 

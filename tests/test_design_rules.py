@@ -9,7 +9,8 @@ from folio.nodes.answering import NOT_FROM_BOOKS, answer
 from folio.nodes.backends.tools import ToolBudget
 from folio.nodes.backends.zim import ZimBackend
 from folio.nodes.kiwix_fusion import kiwix_context
-from folio.nodes.source_fusion import fused_context
+from folio.nodes.routing import ROUTER_SCHEMA, _validated
+from folio.nodes.source_fusion import fused_context, source_plan
 from folio.nodes.types import Candidate, Citation, RouteDecision, ScoredCandidate, SourceResult
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer
@@ -72,3 +73,23 @@ def test_a_not_book_question_with_an_llm_and_no_other_source_is_answered_not_fro
     assert got.sources_used == ("llm",) and got.citations == ()
     assert "tools" not in asked and "Excerpts" not in asked["messages"][-1]["content"]
     assert NO_OTHER_SOURCE not in got.notes  # the books were not what answered
+
+
+def test_the_router_names_the_sources_a_non_book_clause_needs() -> None:
+    answer = {
+        "route": "NOT_BOOK",
+        "confidence": 0.8,
+        "suggested_queries": [],
+        "sources": ["News", "news", "book"],
+    }
+    decision = _validated(answer, "who won the election", ())
+    assert decision.sources == ("news",)  # validated and de-duplicated
+    assert _validated({**answer, "route": "BOOK"}, "who is ahab", ()).sources == ()
+    assert "sources" in ROUTER_SCHEMA["properties"]
+    web = {"web": object(), "news": object()}
+    only_news = RouteDecision("NOT_BOOK", 0.8, (), (), "", "who won the election", ("news",))
+    assert source_plan((only_news,), web, True) == (("news", "who won the election"),)
+    named_off = RouteDecision("NOT_BOOK", 0.8, (), (), "", "q", ("news",))
+    assert source_plan((named_off,), {}, True) == (("kiwix", "q"),)  # none named is enabled: every one
+    unnamed = RouteDecision("NOT_BOOK", 0.8, (), (), "", "q")
+    assert source_plan((unnamed,), web, True) == (("kiwix", "q"), ("web", "q"), ("news", "q"))
