@@ -6,11 +6,13 @@ from pathlib import Path
 
 from folio.dataflows.asking import ask
 from folio.nodes.answering import NOT_FROM_BOOKS, answer
+from folio.nodes.backends.summaries import extractive_summary
 from folio.nodes.backends.tools import ToolBudget
 from folio.nodes.backends.zim import ZimBackend
 from folio.nodes.kiwix_fusion import kiwix_context
 from folio.nodes.routing import ROUTER_SCHEMA, _validated
 from folio.nodes.source_fusion import fused_context, source_plan
+from folio.nodes.text import sentences
 from folio.nodes.types import Candidate, Citation, RouteDecision, ScoredCandidate, SourceResult
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer
@@ -93,3 +95,18 @@ def test_the_router_names_the_sources_a_non_book_clause_needs() -> None:
     assert source_plan((named_off,), {}, True) == (("kiwix", "q"),)  # none named is enabled: every one
     unnamed = RouteDecision("NOT_BOOK", 0.8, (), (), "", "q")
     assert source_plan((unnamed,), web, True) == (("kiwix", "q"), ("web", "q"), ("news", "q"))
+
+
+def test_an_extractive_chapter_summary_has_section_headings_and_a_few_sentences_each(data_dir: Path) -> None:
+    words = (data_dir / "books/txt/pg35_wells_the-time-machine.txt").read_text(encoding="utf-8").split()
+    chunks = [" ".join(words[i : i + 600]) for i in range(2000, 2000 + 20 * 600, 600)]  # 20 real chunks
+    overview, parts = extractive_summary(chunks).split("\n\n")
+    lines = parts.split("\n")
+    assert [line.split(":")[0] for line in lines] == [
+        "Part 1 of 3 (chunks 1–7)",
+        "Part 2 of 3 (chunks 8–14)",
+        "Part 3 of 3 (chunks 15–20)",
+    ]
+    for text in (overview, *(line.split(": ", 1)[1] for line in lines)):
+        assert 1 <= len(sentences(text)) <= 3 + 1  # a few sentences (an abbreviation may split one)
+    assert extractive_summary(chunks[:5]).count("\n") == 0  # one section: its sentences alone
