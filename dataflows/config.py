@@ -159,6 +159,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "hnsw_connectivity": (2, 1_024),
     "hnsw_expansion_add": (1, 65_536),
     "kiwix_max_books": (1, 1_000),
+    "kiwix_search_all_max": (0, 100_000),
     "workers": (1, 1_024),
     "fusion_max_sources": (1, 16),
     "fusion_thread_pool_size": (1, 256),

@@ -12,14 +12,16 @@ Tools (JSON in; out, JSON text and the same value as ``structuredContent``, a li
 
 - the six book tools of the agent mode, with exactly its input schemas (``BookTools.definitions()``) and
   its JSON results (``BookTools.call``): ``book_concept_map_lookup``, ``chapter_summary_get``,
-  ``text_search``, ``semantic_search``, ``chunk_get``, ``book_synopsis_get``. Each call has a budget of one
-  tool call and a fresh session cache; chapter summaries and synopses are read from the library's
+  ``text_search``, ``semantic_search``, ``chunk_get``, ``book_synopsis_get``, each with an optional
+  ``conversation`` id added. Each call has a budget of one tool call and a fresh session cache, or, with
+  a conversation id, that conversation's cache (shared with ``ask`` in it: a repeated call is served
+  from it); chapter summaries and synopses are read from the library's
   summary store when any process made them (``nodes.backends.summary_store``), else made and stored
   (with ``llm: openai``: at most 5 LLM calls of their own, ``nodes.backends.summaries``);
 - ``kiwix_search(query)`` and ``kiwix_article_get(book, path)``: listed only when the service has a Kiwix
   source (``--zim`` or ``--kiwix-url``); a client that calls one anyway gets a tool error naming the fix;
 - ``books_list()``: the library's books (``folio books --json``) and the Kiwix books served;
-- ``ask(question)``: the whole answer with its citations (``folio ask --json``).
+- ``ask(question, conversation?)``: the whole answer with its citations (``folio ask --json``).
 
 A failing call (a bad or missing argument, an empty string, an unknown book, chapter or chunk, a tool's
 ``{"error": ...}`` result, a ``FolioError``, even a bug) is an MCP tool error (``isError``) whose text is
@@ -117,9 +119,28 @@ def object_schema(properties: Mapping[str, Any], required: tuple[str, ...] = ())
     }
 
 
+CONVERSATION = {
+    "type": "string",
+    "description": "Optional conversation id: the calls of one conversation share one cache, so a "
+    "repeated lookup or search is served from it.",
+}
+
+
+def with_conversation(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with the optional ``conversation`` property added."""
+    return {**schema, "properties": {**schema["properties"], "conversation": CONVERSATION}}
+
+
+def _ask(service: Service, args: Mapping[str, Any]) -> Any:
+    if "conversation" in args:
+        return service.ask(args["question"], args["conversation"])
+    return service.ask(args["question"])
+
+
 def _book_tool(name: str) -> Runner:
     def run(service: Service, arguments: Mapping[str, Any]) -> Any:
-        return json.loads(service.book_tools().call(name, arguments))
+        rest = {k: v for k, v in arguments.items() if k != "conversation"}
+        return json.loads(service.book_tools(conversation=arguments.get("conversation")).call(name, rest))
 
     return run
 
@@ -127,7 +148,10 @@ def _book_tool(name: str) -> Runner:
 def tool_specs() -> tuple[ToolSpec, ...]:
     """Every tool this server can serve, in the order it lists them."""
     functions = [d["function"] for d in BookTools.definitions()]
-    book = [ToolSpec(f["name"], f["description"], f["parameters"], _book_tool(f["name"])) for f in functions]
+    book = [
+        ToolSpec(f["name"], f["description"], with_conversation(f["parameters"]), _book_tool(f["name"]))
+        for f in functions
+    ]
     string = {"type": "string"}
     return (
         *book,
@@ -160,8 +184,8 @@ def tool_specs() -> tuple[ToolSpec, ...]:
             "Answer a question from the books (and the Kiwix archives when served) with citations: the "
             "answer text, each citation's book, chapter and character offsets (or article URL), the route "
             "taken and the tool calls made.",
-            object_schema({"question": string}, ("question",)),
-            lambda service, args: service.ask(args["question"]),
+            with_conversation(object_schema({"question": string}, ("question",))),
+            _ask,
         ),
     )
 

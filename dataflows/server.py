@@ -5,7 +5,8 @@
 Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; OpenAPI page at ``/docs``):
 
 - ``GET /api/health`` · ``GET /api/version``
-- ``POST /api/ask`` ``{"question": "..."}`` → the answer with its citations
+- ``POST /api/ask`` ``{"question": "...", "conversation": "ID"}`` → the answer with its citations (the
+  optional conversation id shares one session cache across its asks: ``dataflows.service``)
 - ``GET /api/search?q=...&mode=hybrid&k=10&book=ID&chapter=ID`` → hits
 - ``GET /api/books`` · ``DELETE /api/books/{book}`` (a remove job; an exact id or a unique prefix of 4
   characters or more; ``?dry_run=true``: what would go) ·
@@ -187,8 +188,13 @@ def create_app(
         return {"version": version()}
 
     @app.post("/api/ask")
-    async def ask_route(question: Annotated[str, Body(embed=True)]) -> dict[str, Any]:
-        return await call(service.ask, question)
+    async def ask_route(
+        question: Annotated[str, Body(embed=True)],
+        conversation: Annotated[str | None, Body(embed=True)] = None,
+    ) -> dict[str, Any]:
+        if conversation is None:
+            return await call(service.ask, question)
+        return await call(service.ask, question, conversation)
 
     @app.get("/api/search")
     async def search_route(

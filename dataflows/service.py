@@ -26,6 +26,10 @@ request or process holds a core (measured on the Potter questions, 2 shared core
 ms a warm ask with torch's default 2 threads, 119 ms with one); concurrent requests still use every
 core, each on its own thread.
 
+Conversations: ``ask`` and ``book_tools`` take an optional conversation id; the calls of one
+conversation share one session cache (``Session``), so a repeated lookup or search is served from it,
+as within one ``folio ask``. Without an id each call has a fresh cache.
+
 Limitations: one library per process; an ingest job run inside the service encodes on one thread
 too; ingest paths are files on this machine (the HTTP API does not take uploads); jobs live in
 memory (a restart forgets their history, never a committed book).
@@ -58,6 +62,8 @@ MAX_K = 100  # the most hits one search returns
 MAX_PATHS = 1_000  # the most paths one ingest job takes
 JOBS_KEPT = 50  # finished jobs remembered for polling
 TOOL_CALLS_PER_REQUEST = 1  # an MCP / HTTP tool call is one call of its own budget
+MAX_CONVERSATIONS = 256  # session caches kept, one per conversation id, the least recently used dropped
+MAX_CONVERSATION_CHARS = 100  # the longest conversation id
 QUERY_THREADS = 1  # torch intra-op threads of a service process (see the module docstring)
 
 
@@ -164,6 +170,7 @@ class Service:
         self._ids = itertools.count(1)
         self.started = time.time()
         self._in_play: tuple[tuple, dict[str, Any], dict[str, ConceptMap]] | None = None
+        self._conversations: OrderedDict[str, Session] = OrderedDict()
 
     # --- reading ---------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
@@ -191,10 +198,32 @@ class Service:
             limit_torch_threads(QUERY_THREADS)
         shared_resources(self.config, ask_driver(self.config))
 
-    def ask(self, question: object) -> dict[str, Any]:
-        """Answer a question from the books and the configured sources (``folio ask --json``)."""
+    def session(self, conversation: object = None) -> Session:
+        """A fresh session cache, or the one of ``conversation`` (an id the caller chooses): the cache of
+        concept lookups and retrieval results that every ask and tool call of that conversation shares
+        (the ``MAX_CONVERSATIONS`` most recently used are kept)."""
+        if conversation is None:
+            return Session()
+        key = checked_text("conversation", conversation, MAX_CONVERSATION_CHARS)
+        with self._jobs_lock:
+            held = self._conversations.pop(key, None)  # (an empty Session is falsy: no ``or``)
+            held = Session() if held is None else held
+            self._conversations[key] = held
+            while len(self._conversations) > MAX_CONVERSATIONS:
+                self._conversations.popitem(last=False)
+        return held
+
+    def ask(self, question: object, conversation: object = None) -> dict[str, Any]:
+        """Answer a question from the books and the configured sources (``folio ask --json``); with a
+        ``conversation`` id, in that conversation's session cache (the answer then says how many of its
+        tool calls the cache served: ``session_cache_hits``)."""
         text = checked_text("question", question)
-        return ask(text, config=self.config, library=self.library).as_dict()
+        session = self.session(conversation)
+        before = session.hits
+        out = ask(text, session=session, config=self.config, library=self.library).as_dict()
+        if conversation is not None:
+            out.update(conversation=conversation, session_cache_hits=session.hits - before)
+        return out
 
     def search(
         self,
@@ -279,13 +308,15 @@ class Service:
         return shared_resources(self.config, ask_driver(self.config), ["kiwix_backend"])["kiwix_backend"]
 
     # --- the book tools (MCP) --------------------------------------------------------------------
-    def book_tools(self, limit: int = TOOL_CALLS_PER_REQUEST) -> BookTools:
-        """The agent's book tools over every book, with a budget of ``limit`` calls (one request)."""
+    def book_tools(self, limit: int = TOOL_CALLS_PER_REQUEST, conversation: object = None) -> BookTools:
+        """The agent's book tools over every book, with a budget of ``limit`` calls (one request), in
+        ``conversation``'s session cache (a fresh one without)."""
         stores, maps = self._books_in_play()
         encoder, _why = query_encoder(self.config, self.library)
         k = int(self.config.get("search_k") or 10)
         summarizer = summarizer_for(self.config)  # summaries: at most 5 LLM calls of their own
-        return BookTools(stores, maps, encoder, ToolBudget(limit), Session(), summarizer=summarizer, k=k)
+        session = self.session(conversation)
+        return BookTools(stores, maps, encoder, ToolBudget(limit), session, summarizer=summarizer, k=k)
 
     def _books_in_play(self) -> tuple[dict[str, Any], dict[str, ConceptMap]]:
         """Every book's store and concept map, parsed once per library generation."""

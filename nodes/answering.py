@@ -18,6 +18,10 @@
   same budget; it cites locations as ``[BOOK_ID/CHUNK_ID]``, which must be chunks a tool returned (the
   citation is the chunk). When the budget is spent, or the answer cites nothing valid, the answer is
   the extractive one read from the chunks the tools returned, with a note.
+- Outside the books (a NOT_BOOK clause that no other source could take, sent to the books by the
+  source plan): with an LLM, the LLM answers it from general knowledge without book tools, and the
+  answer starts with ``NOT_FROM_BOOKS`` (source ``llm``); without one, the books are searched and the
+  answer notes that no other source was configured.
 - Evidence rule: no book-specific answer without retrieved evidence. Insufficient evidence (see
   ``nodes/book_tools.py``) gives "I could not find support for this in the books." and what was searched.
 
@@ -270,7 +274,7 @@ def _answer_messages(
 
 
 def _agent_messages(question: str, catalog: Sequence[BookInfo]) -> list[dict[str, Any]]:
-    books = "\n".join(f"- {b.book_id}: {b.title} by {b.author}" for b in catalog)
+    books = "\n".join(f"- {b.book_id}: {b.describe()}" for b in catalog)
     return [
         {
             "role": "system",
@@ -365,6 +369,33 @@ def _book_result(
     )
 
 
+NOT_FROM_BOOKS = "Not from your books (the LLM's general knowledge):"
+
+
+def _general_messages(question: str, max_words: int) -> list[dict[str, str]]:
+    return [
+        {
+            "role": "system",
+            "content": f"Answer the question in at most {max_words} words from general knowledge. "
+            "If you do not know, say so.",
+        },
+        {"role": "user", "content": question},
+    ]
+
+
+def _general_result(route: RouteDecision, llm_client: Any, max_words: int) -> SourceResult:
+    """A NOT_BOOK clause no other source could take, answered by the LLM without book tools; the
+    answer says that it is not from the books (a failed call is the source's error)."""
+    try:
+        reply = llm_client.chat(
+            _general_messages(route.question, max_words), max_tokens=_answer_tokens(llm_client, max_words)
+        )
+    except LLMError as exc:
+        return SourceResult("llm", "general knowledge", "", error=exc.reason, clause=route.question)
+    text = _reply_text(reply.content, reply.truncated).strip()
+    return SourceResult("llm", "general knowledge", f"{NOT_FROM_BOOKS} {text}", (), None, route.question)
+
+
 def _extractive_result(
     route: RouteDecision,
     evidence: BookEvidence,
@@ -435,6 +466,9 @@ def book_results__llm(
     max_words = int(answer_max_words)
     summary_notes = tuple(dict.fromkeys(n for s in chapter_summaries for n in s.notes))
     for r, ev, passages in zip(book_questions, book_evidence, book_passages, strict=True):
+        if r.route == "NOT_BOOK":  # no other source took it: the LLM answers, not from the books
+            out.append(_general_result(r, llm_client, max_words))
+            continue
         if not ev.sufficient or not passages:
             out.append(_extractive_result(r, ev, passages, book_catalog, max_words))
             continue
@@ -471,6 +505,9 @@ def book_results__agent(
     out = []
     max_words = int(answer_max_words)
     for r in book_questions:
+        if r.route == "NOT_BOOK":  # no other source took it: the LLM answers, not from the books
+            out.append(_general_result(r, llm_client, max_words))
+            continue
         tools = book_tools.for_books(r.book_ids)
         content, notes = _agent_run(
             llm_client, tools, r.question, [b for b in book_catalog if b.book_id in r.book_ids]
@@ -508,7 +545,8 @@ def answer(
     for r in routes:
         if r.reason.startswith(("AMBIGUOUS", "LLM router failed")):
             notes.append(f"router: {r.reason}")
-    if any(r.route == "NOT_BOOK" for r in routes) and any(r.source == "book" for r in source_results):
+    to_books = {r.clause for r in source_results if r.source == "book"}
+    if any(r.route == "NOT_BOOK" and r.question in to_books for r in routes):
         notes.append(
             "no other source is configured or reachable for a question outside the books: searched the books"
         )

@@ -7,7 +7,8 @@ returns 2-3 candidate phrases (JSON ``{"candidates": [...]}``); a phrase survive
 the original word as a whole word. Each survivor is searched in the primary book, results pooled and
 de-duplicated by URL. Survivors are cached in diskcache under ``disambig_candidates:{search_terms}``
 for ``disambiguation_cache_ttl`` seconds; a failed call (timeout, HTTP error, malformed JSON) is not
-cached and falls back to the index rule below, a real answer whose phrases all fail is cached (empty).
+cached and the original word is then the only candidate (searched in the primary book, as designed;
+before issue 32 the index rule below stood in), a real answer whose phrases all fail is cached (empty).
 
 With ``llm: none`` (and ``disambiguation: true``) the index itself gives the candidates: title
 suggestions in every selected book whose title contains the one search word as a whole word
@@ -231,6 +232,6 @@ def disambiguation_candidates__openai(
         search_terms,
         float(disambiguation_cache_ttl),
     )
-    if phrases is None:
-        return _index_candidates(kiwix_backend, selected_books, search_terms)
+    if phrases is None:  # the call failed: the original word is the only candidate (the design's rule)
+        phrases = (search_terms,)
     return _phrase_candidates(kiwix_backend, primary.name, phrases)

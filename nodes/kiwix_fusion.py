@@ -19,10 +19,13 @@ lead). An article without sections (a page with no prose) answers from its text'
 
 Multi-book fusion (``kiwix_context``): when more than one book was selected, each book's own best
 scored result competes; books whose best score is at least ``multibook_threshold`` of the overall top
-score survive. Several survivors: each one's passage (cut to ``fusion_max_chars_per_source``
-characters at a word boundary, a safety net) under a ``[BOOK — TITLE]`` header, highest score first:
-one level of headers. One survivor, one selected book, or only one fetch that succeeds: that passage
-alone, without a header. A failed fetch becomes an error for that book; the others still answer.
+score survive. Several survivors: each one under a ``[BOOK — TITLE]`` header, highest score first (one
+level of headers), holding its passage (what a person reads first) and then its article's text, the
+whole cut to its share, ``fusion_max_chars_per_source`` characters at a word boundary (the design's
+"full article, truncated", for an LLM reading the context and for ``folio kiwix``). Each section
+(``KiwixContext.sections``) keeps the passage alone: the ask's Kiwix source shows those. One
+survivor, one selected book, or only one fetch that succeeds: that passage alone, without a header. A
+failed fetch becomes an error for that book; the others still answer.
 
 ``kiwix_result`` gathers what the query produced (search terms, searched and superseded books, the
 selection, the scored candidates, the context and every error): the output of the Kiwix DAG
@@ -83,11 +86,25 @@ def _header(section: ContextSection) -> str:
     return f"[{section.source} — {section.title}]" if section.title else f"[{section.source}]"
 
 
-def _fuse(sections: Sequence[ContextSection]) -> str:
-    """One section: its text alone. Several: each under one ``[BOOK — TITLE]`` header, in the given order."""
+def _with_article(passage: str, article_text: str, max_chars: int) -> str:
+    """A multi-book section's body: the reader's passage first (what a person reads first), then the
+    article's text (the design's "full article, truncated"), the whole cut to ``max_chars``."""
+    rest = " ".join(article_text.split())
+    if not rest or len(passage) + 2 >= max_chars:
+        return truncate(passage, max_chars)
+    return f"{passage}\n\n{truncate(rest, max_chars - len(passage) - 2)}".rstrip()
+
+
+def _fuse(sections: Sequence[ContextSection], articles: Sequence[str] = (), max_chars: int = 1500) -> str:
+    """One section: its text alone. Several: each under one ``[BOOK — TITLE]`` header, in the given order,
+    its passage followed by its article's text (``articles``, one per section) cut to ``max_chars``."""
     if len(sections) == 1:
         return sections[0].text
-    return "\n\n".join(f"{_header(s)}\n{s.text}" for s in sections)
+    if not articles:
+        bodies = [s.text for s in sections]
+    else:
+        bodies = [_with_article(s.text, a, max_chars) for s, a in zip(sections, articles, strict=True)]
+    return "\n\n".join(f"{_header(s)}\n{body}" for s, body in zip(sections, bodies, strict=True))
 
 
 def _article_sections(article: Article) -> tuple[ArticleSection, ...]:
@@ -204,9 +221,11 @@ def _fetch_sections(
     encoder: Any,
     max_chars: int,
     max_words: int,
-) -> tuple[list[ContextSection], list[tuple[str, str]]]:
+) -> tuple[list[ContextSection], list[tuple[str, str]], list[str]]:
+    """The passage of each chosen article, the errors of those that failed, and each article's text."""
     sections: list[ContextSection] = []
     errors: list[tuple[str, str]] = []
+    texts: list[str] = []
     for sc in chosen:
         cand = sc.candidate
         try:
@@ -223,7 +242,8 @@ def _fetch_sections(
                 cand.book, art.title, art.url, sc.score, truncate(passage, max_chars), art.path, section
             )
         )
-    return sections, errors
+        texts.append(art.text)
+    return sections, errors, texts
 
 
 # --- nodes -----------------------------------------------------------------------------------------
@@ -244,15 +264,12 @@ def kiwix_context(
     in_selection = [s for s in scored_candidates if s.candidate.book in selected_books]
     best = _best_per_source(in_selection)
     chosen = _survivors(best, float(multibook_threshold)) if len(selected_books) > 1 else best[:1]
-    sections, errors = _fetch_sections(
-        kiwix_backend,
-        chosen,
-        kiwix_query,
-        encoder,
-        int(fusion_max_chars_per_source),
-        int(answer_max_words),
+    max_chars = int(fusion_max_chars_per_source)
+    sections, errors, texts = _fetch_sections(
+        kiwix_backend, chosen, kiwix_query, encoder, max_chars, int(answer_max_words)
     )
-    return KiwixContext(_fuse(sections) if sections else "", tuple(sections), tuple(errors))
+    text = _fuse(sections, texts, max_chars) if sections else ""
+    return KiwixContext(text, tuple(sections), tuple(errors))
 
 
 def kiwix_result(

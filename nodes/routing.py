@@ -27,8 +27,10 @@ naming no book still reaches the right one and a clause spanning two books searc
 ``STRONG_CONCEPT_SCORE`` (0.25) in some book → ``BOOK`` (those books), else ``NOT_BOOK``.
 
 LLM router (``llm: openai``): one JSON call per clause with the books' metadata and the tool inventory;
-the answer ``{route, confidence, suggested_queries, book_ids}`` is validated (route one of the three,
-confidence in [0, 1], known book ids); an invalid answer or a failed call falls back to the
+the answer ``{route, confidence, suggested_queries, book_ids, sources}`` is validated (route one of the
+three, confidence in [0, 1], known book ids; ``sources``, for a NOT_BOOK clause only, the other sources
+it needs among ``OTHER_SOURCES``, de-duplicated: ``nodes/source_fusion.py`` caps them and sends the
+clause to those that are enabled); an invalid answer or a failed call falls back to the
 deterministic router. The router counts as one tool call per clause (an LLM request counts itself).
 The LLM is ``llm_client`` (``nodes/llm.py``), the one client of the query graph.
 
@@ -110,6 +112,7 @@ _HONORIFICS = frozenset(
     ["mr", "mrs", "miss", "ms", "dr", "sir", "lady", "lord", "captain", "mister", "madam"]
 )
 
+OTHER_SOURCES = ("kiwix", "web", "news")  # what the LLM router may name for a NOT_BOOK clause
 ROUTER_SCHEMA: dict[str, Any] = {
     "title": "route",
     "type": "object",
@@ -124,6 +127,7 @@ ROUTER_SCHEMA: dict[str, Any] = {
             "maxItems": 3,
         },
         "book_ids": {"type": "array", "items": {"type": "string", "maxLength": 100}, "maxItems": 5},
+        "sources": {"type": "array", "items": {"type": "string", "enum": list(OTHER_SOURCES)}, "maxItems": 3},
     },
     "required": ["route", "confidence", "suggested_queries"],
 }
@@ -349,7 +353,7 @@ def _deterministic(
 
 
 def _router_messages(clause: str, catalog: Sequence[BookInfo]) -> list[dict[str, str]]:
-    books = "\n".join(f"- {b.book_id}: {b.title} by {b.author} ({b.language})" for b in catalog) or "(none)"
+    books = "\n".join(f"- {b.book_id}: {b.describe()} ({b.language})" for b in catalog) or "(none)"
     tools = ", ".join(
         [
             "book_concept_map.lookup",
@@ -366,7 +370,9 @@ def _router_messages(clause: str, catalog: Sequence[BookInfo]) -> list[dict[str,
             "content": "You route questions for a reading assistant. route BOOK when the question is about "
             "one of the user's books, NOT_BOOK for general knowledge (answered from an offline encyclopedia "
             "or the web), AMBIGUOUS when unsure. List the book ids it is about in book_ids and up to three "
-            f"short search queries in suggested_queries. Book tools: {tools}.\nBooks:\n{books}",
+            "short search queries in suggested_queries. For NOT_BOOK, name in sources which of kiwix "
+            "(offline encyclopedia), web and news it needs. "
+            f"Book tools: {tools}.\nBooks:\n{books}",
         },
         {"role": "user", "content": clause},
     ]
@@ -386,7 +392,9 @@ def _validated(answer: Mapping[str, Any], clause: str, catalog: Sequence[BookInf
     known = {b.book_id for b in catalog}
     book_ids = tuple(b for b in answer.get("book_ids") or () if isinstance(b, str) and b in known)
     kept = tuple(q.strip() for q in queries if q.strip())[:3] or (clause,)
-    return RouteDecision(route, float(confidence), kept, book_ids, "LLM router", clause)
+    named = (str(x).strip().lower() for x in answer.get("sources") or () if isinstance(x, str))
+    sources = tuple(dict.fromkeys(x for x in named if x in OTHER_SOURCES)) if route == "NOT_BOOK" else ()
+    return RouteDecision(route, float(confidence), kept, book_ids, "LLM router", clause, sources)
 
 
 # --- nodes -------------------------------------------------------------------------------------------
@@ -407,6 +415,8 @@ def book_catalog(book_stores: dict) -> tuple[BookInfo, ...]:
             s.descriptor.get("title", ""),
             s.descriptor.get("author", ""),
             s.descriptor.get("language", ""),
+            s.descriptor.get("translator", ""),
+            s.descriptor.get("edition", ""),
         )
         for s in book_stores.values()
     ]

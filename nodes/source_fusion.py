@@ -5,9 +5,11 @@ Kiwix nodes, ``nodes/kiwix.py`` … ``nodes/kiwix_fusion.py``, in this same grap
 (SearXNG, ``nodes/backends/searxng.py``). Source names (``sources``) are validated, de-duplicated and
 capped at ``fusion_max_sources``.
 
-Plan (``source_plan``): a BOOK clause goes to the books; any other clause goes to every enabled source
-that can answer (Kiwix when it has a book to search, ``kiwix_ready``; web and news when ``searxng_url``
-is set), or to the books when none can.
+Plan (``source_plan``): a BOOK clause goes to the books; any other clause goes to the sources the LLM
+router named for it (``RouteDecision.sources``: validated, de-duplicated, capped at
+``fusion_max_sources``) among the enabled sources that can answer (Kiwix when it has a book to search,
+``kiwix_ready``; web and news when ``searxng_url`` is set); to every one of those when the router named
+none (the deterministic router never does) or none of its names is enabled; to the books when none can.
 
 Kiwix query (``kiwix_query``): the clauses the plan sends to Kiwix, in the question's order, then the
 BOOK clauses the books refused (no supporting evidence: "When does the Moon block out the Sun?" shares
@@ -16,6 +18,13 @@ again), joined by " and " into one query ("" when none: the Kiwix nodes then sea
 LLM). Kiwix therefore runs after the book flow. One clause,
 the usual case, is searched exactly as ``folio kiwix`` would search it; several clauses are searched
 as one question (their terms pooled), so each does not get its own article.
+
+Differences from the design (``docs/design-differences.md``): the design runs every source of a question
+concurrently under ``fusion_timeout_seconds``; here the book flow and then Kiwix run in the caller's
+thread (web/news are pooled). Kiwix must wait for the books: the clauses the books refuse are asked of
+Kiwix too (escalation, above), which a concurrent Kiwix job could not see; both are bounded by the ask's
+deadline and Kiwix by its backend timeouts. Measured: the Kiwix stage takes a p50 of 20-35 ms per
+question on the Kiwix questions (libzim, 5 ZIMs), so running it beside the books would save little.
 
 Jobs: web and news run concurrently in the shared fusion pool (contextvars copied), submitted by
 ``pending_sources`` before the book flow and the Kiwix nodes run in the caller's thread;
@@ -35,12 +44,16 @@ result: blank, or nothing but a "no results" message (a ``LOOKS_EMPTY`` phrase, 
 "for …"/"matching …", in one short line); "No resultant force acts on a body at rest." is a result. A
 book refusal ("I could not find support for this in the books.", ``REFUSALS``) is not an answer either,
 but when another source answers it survives as a note ("book: "CLAUSE": I could not find support …").
-Zero left → ``NO_RESULTS``; one → its text as is; several → de-duplicated (a result goes when at least
-``DUPLICATE_SHARE`` of its sentences already appear in substance in a result with more sentences,
-whatever the completion order), each cut to ``fusion_max_chars_per_source`` and joined with
-``[SOURCE — LABEL]`` headers and ``---`` separators. Different clauses routed to the same source merge
-into one section: one header, one separator chosen once for the group ("\n" when every blob is one
-line, else a blank line), items (lines) repeated across blobs kept once, citation markers renumbered.
+The results left are de-duplicated first (a result goes when at least ``DUPLICATE_SHARE`` of its
+sentences already appear in substance in a result with more sentences, whatever the completion order;
+two sentences are the same in substance at ``SAME_SENTENCE`` Jaccard of their content stems), then
+different clauses routed to the same source merge into one section: one header, labels and items in
+the question's order (the order the results came in, never alphabetical), one item per clause, items
+separated by ``---`` (``ITEM_SEPARATOR``: a merged group is multi-item), a line whose sentences an
+earlier item already holds in substance (the same ``DUPLICATE_SHARE``/``SAME_SENTENCE`` rule, not exact
+lower-cased lines) kept once, citation markers renumbered. Zero sections → ``NO_RESULTS``; one → its
+text as is; several → each cut to ``fusion_max_chars_per_source`` and joined with
+``[SOURCE — LABEL]`` headers and ``---`` separators.
 Several results of one source for one clause stay separate sections: the Kiwix source gives one result
 per book that answers (its passage, labelled "TITLE › SECTION", cited with the article's URL and
 section), so a multi-book Kiwix answer has one level of headers and each book is cut on its own.
@@ -71,7 +84,6 @@ from folio.nodes.types import (
     Citation,
     FolioError,
     FusedContext,
-    KiwixBook,
     KiwixCatalog,
     KiwixResult,
     RouteDecision,
@@ -98,6 +110,7 @@ _EMPTY_TAIL = _re.compile(r"^(?:(?:for|matching)\b.*)?$")
 _EMPTY_MAX_WORDS = 12  # a "no results" message is one short line
 DUPLICATE_SHARE = 0.6
 SAME_SENTENCE = 0.8  # Jaccard of content stems at which two sentences say the same thing
+ITEM_SEPARATOR = "\n---\n"  # between the items (clauses) of a merged, multi-item section
 _MARKER = _re.compile(r"\[(\d+)\]")
 
 
@@ -181,29 +194,31 @@ def _renumber(text: str, offset: int) -> str:
 
 
 def _merge_group(results: Sequence[SourceResult]) -> SourceResult:
-    """Several clauses' results of one source as one section (see the notes above)."""
+    """Several clauses' results of one source as one section (see the notes above): one item per
+    result, in the question's order, separated by ``ITEM_SEPARATOR``; a line whose sentences already
+    appear in substance in an earlier item (the ``DUPLICATE_SHARE`` rule) is kept once."""
     if len(results) == 1:
         return results[0]
-    blobs: list[str] = []
     citations: list[Citation] = []
-    for r in results:
-        blobs.append(_renumber(r.text, len(citations)))
-        citations.extend(r.citations)
-    separator = "\n" if all("\n" not in b.strip() for b in blobs) else "\n\n"
-    seen: set[str] = set()
     items: list[str] = []
-    for blob in blobs:
+    seen: list[frozenset[str]] = []
+    for r in results:
+        blob = _renumber(r.text, len(citations))
+        citations.extend(r.citations)
+        lines = []
         for line in blob.strip().split("\n"):
-            key = " ".join(_MARKER.sub("", line).lower().split())
-            if not key or key in seen:
+            keys = _sentence_keys(line)
+            if not line.strip() or (keys and seen and _is_duplicate(keys, seen)):
                 continue
-            seen.add(key)
-            items.append(line.strip())
+            lines.append(line.strip())
+            seen.extend(keys)
+        if lines:
+            items.append("\n".join(lines))
     labels = list(dict.fromkeys(r.label for r in results))
     return SourceResult(
         results[0].source,
         " + ".join(labels),
-        separator.join(items),
+        ITEM_SEPARATOR.join(items),
         tuple(citations),
         None,
         " / ".join(r.clause for r in results),
@@ -228,25 +243,25 @@ def _join(results: Sequence[SourceResult], max_chars: int) -> str:
 def _fuse_results(
     results: Sequence[SourceResult], source_order: Sequence[str], max_chars: int
 ) -> tuple[str, tuple[SourceResult, ...], tuple[str, ...]]:
-    """Keep successful non-empty results, merge clauses per source, de-duplicate, join."""
+    """Keep successful non-empty results, de-duplicate (the 60 % rule), merge clauses per source, join."""
     notes = [f"{r.source}: {r.error}" for r in results if r.error]
     refusals = [r for r in results if not r.error and _is_refusal(r.text)]
     usable = [r for r in results if not r.error and not _looks_empty(r.text) and r not in refusals]
+    kept = _dedupe(usable) if len(usable) > 1 else tuple(usable)
+    notes.extend(f"{r.source}: dropped as a duplicate of another source" for r in usable if r not in kept)
     rank = {name: i for i, name in enumerate(source_order)}
     groups: dict[str, list[SourceResult]] = {}
-    # sources in order, clauses in order; one clause's several results of one source (the Kiwix books,
-    # best first) keep their order: the stable sort leaves them as they came
-    for r in sorted(usable, key=lambda r: (rank.get(r.source, len(rank)), r.clause)):
+    # sources in order; within a source the results keep the order they came in (the question's order
+    # of clauses; one clause's several Kiwix books, best first): the sort is stable
+    for r in sorted(kept, key=lambda r: rank.get(r.source, len(rank))):
         groups.setdefault(r.source, []).append(r)
     merged: list[SourceResult] = []
     for group in groups.values():
         one_clause = len({r.clause for r in group}) == 1
         merged.extend(group if one_clause else [_merge_group(group)])
-    kept = _dedupe(merged) if len(merged) > 1 else tuple(merged)
-    notes.extend(f"{r.source}: dropped as a duplicate of another source" for r in merged if r not in kept)
-    if kept:
+    if merged:
         notes.extend(_refusal_note(r) for r in refusals)
-    return _join(kept, max_chars), kept, tuple(notes)
+    return _join(merged, max_chars), tuple(merged), tuple(notes)
 
 
 def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
@@ -299,9 +314,9 @@ def kiwix_ready__none() -> bool:
 
 
 @config.when_in(kiwix=["libzim", "http"])
-def kiwix_ready__kiwix(searched_books: tuple[KiwixBook, ...]) -> bool:
+def kiwix_ready__kiwix(kiwix_catalog: KiwixCatalog) -> bool:
     """Kiwix can answer: it has at least one book to search (none without ZIM files)."""
-    return bool(searched_books)
+    return bool(kiwix_catalog.books)
 
 
 def source_plan(
@@ -317,7 +332,8 @@ def source_plan(
     external = tuple(s for s in source_names(sources, fusion_max_sources) if s != "book" and s in ready)
     jobs: list[tuple[str, str]] = []
     for r in routes:
-        targets = ("book",) if r.route == "BOOK" or not external else external
+        named = tuple(s for s in source_names(r.sources, fusion_max_sources) if s in external)
+        targets = ("book",) if r.route == "BOOK" or not external else (named or external)
         jobs.extend((s, r.question) for s in targets)
     return tuple(dict.fromkeys(jobs))
 

@@ -1,8 +1,9 @@
 """Staging: the book's descriptor (``book.json``) written last, marking the staged directory complete.
 
 ``book.json`` holds what the catalog needs (metadata, chapters without text, counts, the embedding
-model and chunk settings); the commit stores it in the library index, from which the DuckDB catalog
-can always be rebuilt.
+model and chunk settings; the translator and edition when the file names them, for the always-on
+context: ``nodes/backends/editions.py``); the commit stores it in the library index, from which the
+DuckDB catalog can always be rebuilt.
 
 Config keys: none. Limitations: the commit into the library is done by ``dataflows.library``.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from folio.nodes.backends.editions import edition_info
 from folio.nodes.backends.encoder import Encoder
 from folio.nodes.types import Chunk, ConceptMap, IndexFile, Manifest, StagedBook
 
@@ -36,6 +38,7 @@ def _descriptor(
         "author": manifest.author,
         "language": manifest.language,
         "source_file": manifest.source_file,
+        **edition_info(manifest.source_file),  # translator / edition, when the file names them
         "format": manifest.format,
         "content_hash": manifest.content_hash,
         "embedding_model": model_id,

@@ -93,7 +93,7 @@ STEMS_CACHED = 16_384  # texts whose stems ``stems`` remembers (chunks and sente
 STEMS_CACHED_CHARS = 8_000  # a longer text (a chapter) is stemmed every time, never held
 
 _QUESTION_WORDS_TEXT = """
-    anyone anything someone something thing things way ways called known deal happen happened else
+    anyone anything someone something thing things called known deal happen happened else
     ever get gets got however just let lets like might much must now one please really shall us whose
 """
 # words of song, film and book titles ("What'd I Say", "I Can't Stop Loving You"): kept in Kiwix queries

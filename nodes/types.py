@@ -687,6 +687,15 @@ class BookInfo:
     title: str
     author: str
     language: str = ""
+    translator: str = ""  # when the file names one (``nodes/backends/editions.py``)
+    edition: str = ""
+
+    def describe(self) -> str:
+        """The book as the always-on context names it: title, author, translator and edition."""
+        extra = [f"translated by {self.translator}"] if self.translator else []
+        extra += [f"edition: {self.edition}"] if self.edition else []
+        more = f"; {'; '.join(extra)}" if extra else ""
+        return f"{self.title} by {self.author}{more}"
 
 
 @dataclass(frozen=True)
@@ -699,15 +708,17 @@ class RouteDecision:
     book_ids: tuple[str, ...] = ()  # books the question is about, best first (empty for NOT_BOOK)
     reason: str = ""
     question: str = ""
+    sources: tuple[str, ...] = ()  # the other sources a NOT_BOOK clause needs, as the LLM router named them
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "route": self.route,
             "confidence": round(self.confidence, 3),
             "suggested_queries": list(self.suggested_queries),
             "book_ids": list(self.book_ids),
             "reason": self.reason,
         }
+        return {**out, "sources": list(self.sources)} if self.sources else out
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from folio.nodes.backends.zim import ZimBackend
 from folio.nodes.disambiguation import (
     CACHE_KEY_PREFIX,
     _contains_whole_word,
+    _index_candidates,
     _llm_applies,
     _valid_phrases,
     disambiguation_candidates__none,
@@ -159,13 +160,16 @@ def test_no_llm_configured_means_no_llm_call(tmp_path: Path) -> None:
     [Reply.fail(500), Reply.malformed(), Reply.slow(2.0, {"candidates": ["Group (mathematics)"]})],
     ids=["http-error", "malformed-json", "timeout"],
 )
-def test_failed_call_is_not_cached_and_falls_back_to_the_index(
+def test_failed_call_is_not_cached_and_the_original_word_is_the_only_candidate(
     backend: ZimBackend, store: diskcache.Cache, failure: Reply
 ) -> None:
     with ScriptedLLMServer([failure, {"candidates": ["Group (mathematics)"]}]) as server:
         first = disambiguate(backend, server, store, "What is a group?", "group", timeout=0.5)
         assert f"{CACHE_KEY_PREFIX}group" not in store
-        assert "A/Group_(mathematics)" in [c.path for c in first]  # index suggestions
+        # the word itself searched in the primary book, not the index's title suggestions
+        assert [c.path for c in first] == [c.path for c in backend.search(WIKI, "group", 10)]
+        suggested = [c.path for c in _index_candidates(backend, (WIKI,), "group")]
+        assert [c.path for c in first] != suggested
         disambiguate(backend, server, store, "What is a group?", "group", timeout=0.5)
         assert len(disambiguation_requests(server)) == 2
         assert store.get(f"{CACHE_KEY_PREFIX}group") == ["Group (mathematics)"]

@@ -35,6 +35,7 @@ from folio.dataflows.mcp_server import (
     server,
     tool_result,
     tool_specs,
+    with_conversation,
 )
 from folio.dataflows.service import Service
 from folio.nodes.backends.tools import BookTools
@@ -73,7 +74,7 @@ def _schemas(tools: list[Tool]) -> dict[str, tuple[str | None, dict[str, Any]]]:
 
 def _agent_schemas() -> dict[str, tuple[str | None, dict[str, Any]]]:
     return {
-        d["function"]["name"]: (d["function"]["description"], d["function"]["parameters"])
+        d["function"]["name"]: (d["function"]["description"], with_conversation(d["function"]["parameters"]))
         for d in BookTools.definitions()
     }
 

@@ -186,19 +186,28 @@ def test_deduplication_does_not_depend_on_completion_order(order: list[int]) -> 
 
 def test_same_source_clauses_merge_under_one_header_with_repeats_once() -> None:
     a = result("kiwix", "Indoor air quality is measured by CO2.\nVentilation helps.", "Air", "air quality")
-    b = result("kiwix", "Ventilation helps.\nDoor locks are in the hall.", "Locks", "doors locked")
+    b = result("kiwix", "Ventilation helps!\nDoor locks are in the hall.", "Locks", "doors locked")
     merged = _merge_group([a, b])
+    # items (clauses) between ---; a line saying an earlier item's sentence again (in substance) goes
     assert (
         merged.text
-        == "Indoor air quality is measured by CO2.\n\nVentilation helps.\n\nDoor locks are in the hall."
+        == "Indoor air quality is measured by CO2.\nVentilation helps.\n---\nDoor locks are in the hall."
     )
     one_line = _merge_group(
         [result("kiwix", "Air is fine.", "A", "x"), result("kiwix", "Doors are locked.", "B", "y")]
     )
-    assert one_line.text == "Air is fine.\nDoors are locked."
+    assert one_line.text == "Air is fine.\n---\nDoors are locked."
     text, _, _ = _fuse_results([a, b, result("web", WHALE, "Whales")], ORDER, 1500)
     assert text.count("[KIWIX") == 1 and "[FUSION" not in text
-    assert text.count("Ventilation helps.") == 1
+    assert text.count("Ventilation helps") == 1
+
+
+def test_merged_clauses_keep_the_questions_order_not_the_alphabet() -> None:
+    doors = result("kiwix", "Door locks are in the hall.", "doors", "are the doors locked")
+    air = result("kiwix", "Indoor air quality is measured by CO2.", "air quality", "is the air quality good")
+    _, kept, _ = _fuse_results([doors, air], ORDER, 1500)
+    assert kept[0].label == "doors + air quality"
+    assert kept[0].clause == "are the doors locked / is the air quality good"
 
 
 def test_header_is_not_doubled_when_label_equals_source() -> None:
@@ -212,7 +221,7 @@ def test_merged_citation_markers_are_renumbered() -> None:
     )
     b = SourceResult("book", "B", "Three [1]", (Citation("book", chunk_id="z"),))
     merged = _merge_group([a, b])
-    assert merged.text == "One [1]\n\nTwo [2]\n\nThree [3]"
+    assert merged.text == "One [1]\nTwo [2]\n---\nThree [3]"
     assert [c.chunk_id for c in merged.citations] == ["x", "y", "z"]
 
 

@@ -1,8 +1,11 @@
 """Chapter summaries and book synopses: extractive, or map-reduce with an LLM (bounded calls).
 
-Extractive (no LLM; summariser id ``EXTRACTIVE_ID``): chunk → section (``SECTION_CHUNKS`` chunks) →
-chapter, each step keeping the sentences that share most content words with the rest of their text
-(``central_sentences``), in text order.
+Extractive (no LLM; summariser id ``EXTRACTIVE_ID``): chunk → section (``SECTION_CHUNKS`` chunks, at
+most ``MAX_SECTIONS``) → chapter, each step keeping the sentences that share most content words with
+the rest of their text (``central_sentences``), in text order, laid out as the LLM summaries are (the
+design's shape): one section gives its ``SUMMARY_SENTENCES`` sentences alone; several give an overview
+of as many sentences, then one ``Part i of n (chunks a–b): …`` line of a few sentences per section
+(before issue 32: the three sentences of the overview only, whatever the chapter's length).
 
 With an LLM (``LLMSummarizer``; summariser id ``llm:<model>:v<PROMPT_VERSION>``), a chapter is
 map-reduce in three levels, with at most ``MAX_SECTIONS + 1`` LLM calls per chapter:
@@ -45,7 +48,7 @@ from folio.nodes.types import Deadline
 
 SECTION_CHUNKS = 8  # extractive: chunks per section
 SUMMARY_SENTENCES = 3  # extractive: sentences kept per section and per chapter
-EXTRACTIVE_ID = "extractive-v1"  # bump when the extractive method changes (stored summaries keyed by it)
+EXTRACTIVE_ID = "extractive-v2"  # bump when the extractive method changes (stored summaries keyed by it)
 
 PROMPT_VERSION = 1  # bump when a prompt or the layout changes (stored LLM summaries keyed by it)
 LLM_SECTION_CHUNKS = 4  # chunks per LLM section (a long chapter gets more, to stay within MAX_SECTIONS)
@@ -90,15 +93,19 @@ def central_sentences(text: str, n: int = SUMMARY_SENTENCES) -> list[str]:
 
 
 def extractive_summary(chunk_texts: Sequence[str], n: int = SUMMARY_SENTENCES) -> str:
-    """Map-reduce: central sentences per chunk, per section of chunks, then of the whole."""
+    """Map-reduce in the LLM summary's shape: central sentences per chunk, ``n`` per section of chunks
+    (``section_ranges``: ``SECTION_CHUNKS`` chunks each, at most ``MAX_SECTIONS``), then an overview of
+    ``n`` from the sections; one section gives its sentences alone, several the overview and then one
+    ``Part i of n (chunks a–b): …`` line per section (``assemble``)."""
     per_chunk = [" ".join(central_sentences(t, 2)) for t in chunk_texts if t.strip()]
-    sections = [
-        " ".join(central_sentences(" ".join(per_chunk[i : i + SECTION_CHUNKS]), n))
-        for i in range(0, len(per_chunk), SECTION_CHUNKS)
+    ranges = section_ranges(len(per_chunk), SECTION_CHUNKS, MAX_SECTIONS)
+    parts = [
+        (section_heading(i, len(ranges), a, b), " ".join(central_sentences(" ".join(per_chunk[a:b]), n)))
+        for i, (a, b) in enumerate(ranges)
     ]
-    if len(sections) <= 1:
-        return sections[0] if sections else ""
-    return " ".join(central_sentences(" ".join(sections), n))
+    if len(parts) <= 1:
+        return parts[0][1] if parts else ""
+    return assemble(" ".join(central_sentences(" ".join(p for _, p in parts), n)), parts)
 
 
 # --- map-reduce helpers (pure) ------------------------------------------------------------------------
