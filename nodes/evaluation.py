@@ -77,7 +77,7 @@ import numpy as np
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.book_store import BookStore
-from folio.nodes.qa_files import QAItem, read_fairytaleqa, read_jsonl
+from folio.nodes.backends.qa_files import QAItem, read_fairytaleqa, read_jsonl
 from folio.nodes.text import sentences, word_spans, words
 from folio.nodes.types import NO_RESULTS, NOT_FOUND, Answer, Citation, FolioError, Hit
 
