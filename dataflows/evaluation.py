@@ -81,6 +81,7 @@ class EvalRun:
                     "in_text": c.in_text if c else None,
                     "answer_words": c.words if c else None,
                     "first_citation_gold": c.first_gold if c else None,
+                    "ask_rank": c.ask_rank if c else None,
                     "refused": c.refused if c else None,
                     "expect": (c.expect or None) if c else None,
                 }

@@ -406,10 +406,10 @@ reads faster but says less)."""
 
 
 def is_rate(name: str) -> bool:
-    """Whether a metric is a rate in 0..1 (hit@k, MRR, *_rate, containment, answer_in_text,
+    """Whether a metric is a rate in 0..1 (hit@k, ask_hit@k, MRR, *_rate, containment, answer_in_text,
     first_citation_gold)."""
     return (
-        name.startswith(("hit@", "mrr"))
+        name.startswith(("hit@", "ask_hit@", "mrr"))
         or name.endswith("rate")
         or "contain" in name
         or name in ("answer_in_text", "first_citation_gold")

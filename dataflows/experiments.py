@@ -17,7 +17,8 @@ An experiment file (YAML) names what to compare::
     books: [../../../shared/data/books] # optional: the books to ingest (default: the library's
                                         # books that the questions name)
     metrics: [hit@1, hit@5, mrr@10]     # the columns shown (every metric is saved), e.g. also
-                                        # answer_in_text, first_citation_gold, refusal_rate
+                                        # answer_in_text, first_citation_gold, refusal_rate; the
+                                        # default adds ask_hit@1, ask_hit@3, ask_vs_search@1
 
 Each variant runs through the same drivers: its books are ingested into a *variant library*
 (``LIBRARY/experiments/libraries/<hash of the ingest config>/``) whose node and embedding caches are
@@ -57,7 +58,7 @@ from folio.nodes.evaluation import qa_items
 from folio.nodes.types import FolioError
 
 BASELINES = ("bm25s", "dense_exact")
-DEFAULT_METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10")
+DEFAULT_METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "ask_hit@1", "ask_hit@3", "ask_vs_search@1")
 EXPERIMENT_KEYS = frozenset(
     {
         "name",

@@ -48,6 +48,11 @@ three words or fewer); ``refusal_rate`` (refusals among the ``expect: refuse`` q
 has such questions. ``gold_cited_rate`` is judged on the cited *chunks* (``cited_chunk``), so it keeps
 its meaning when citations are sentence spans.
 
+Where the reader reads: ``ask_hit@1`` / ``ask_hit@3`` (the chunk behind ask's first citation / one of
+its first three covers the gold, as a search hit does; Kiwix: the gold article) beside search's hit@k,
+and ``ask_vs_search@1`` (ask_hit@1 minus search's hit@1 over the same questions; below 0: ask answers
+from elsewhere than search's top hit); over located questions that were answered.
+
 Inputs (from ``dataflows.evaluation``): ``qa_file``; ``stores_by_file`` (source file name → BookStore);
 ``searcher(question, store) -> hits``; ``kiwix_searcher(question) -> ranked (zim, path)``;
 ``answerer(item, store | None) -> Answer`` (store None: a library or Kiwix question);
@@ -61,8 +66,6 @@ often paraphrased), so its absolute value is low; compare it across variants, no
 
 from __future__ import annotations
 
-import csv
-import json
 import re
 import time
 from collections import Counter
@@ -74,28 +77,11 @@ import numpy as np
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.book_store import BookStore
+from folio.nodes.backends.qa_files import QAItem, read_fairytaleqa, read_jsonl
 from folio.nodes.text import sentences, word_spans, words
 from folio.nodes.types import NO_RESULTS, NOT_FOUND, Answer, Citation, FolioError, Hit
 
 SHINGLE = 5
-
-
-@dataclass(frozen=True)
-class QAItem:
-    qid: str
-    question: str
-    book_file: str
-    passages: tuple[str, ...] = ()  # FairytaleQA gold sections
-    gold_quote: str = ""
-    gold_chapter: str = ""
-    answers: tuple[str, ...] = ()
-    gold_zim: str = ""  # Kiwix questions: the gold article
-    gold_path: str = ""
-    expect: str = ""  # library questions: "answer" or "refuse" (asked over the whole library)
-
-    @property
-    def kind(self) -> str:
-        return "kiwix" if self.gold_zim else "library" if self.expect else "book"
 
 
 @dataclass(frozen=True)
@@ -129,6 +115,7 @@ class AnswerCheck:
     fragment_lines: int = 0  # lines starting mid-sentence
     short_lines: int = 0  # lines of three words or fewer
     expect: str = ""  # library questions: "answer" or "refuse"
+    ask_rank: int | None = None  # 1-based place of the first citation covering the gold (None: none)
 
 
 @dataclass(frozen=True)
@@ -141,83 +128,6 @@ class EvalRecord:
     top: tuple[tuple[str, int, int], ...]  # (chunk_id, start, end) of the top results
     kind: str = "book"  # book | kiwix
     check: AnswerCheck | None = None  # None: answers not evaluated
-
-
-# --- reading question files ----------------------------------------------------------------------
-
-
-def _read_fairytaleqa(path: Path) -> tuple[QAItem, ...]:
-    sections_path = path.parent / "sections.csv"
-    if not sections_path.exists():
-        raise FolioError(str(path), "FairytaleQA questions need sections.csv beside them")
-    with sections_path.open(encoding="utf-8", newline="") as f:
-        sections = {(r["story"], r["section"].strip()): r["text"] for r in csv.DictReader(f)}
-    items = []
-    with path.open(encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f):
-            refs = [s.strip() for s in row["cor_section"].split(",") if s.strip()]
-            passages = tuple(sections[(row["story"], s)] for s in refs if (row["story"], s) in sections)
-            answers = tuple(row.get(f"answer{i}", "") for i in range(1, 7) if row.get(f"answer{i}"))
-            items.append(
-                QAItem(
-                    qid=f"{row['story']}/{row['question_id']}",
-                    question=row["question"],
-                    book_file=row["book_file"],
-                    passages=passages,
-                    answers=answers,
-                )
-            )
-    return tuple(items)
-
-
-def _jsonl_item(row: dict, n: int) -> QAItem:
-    answers = tuple(str(a) for a in row.get("answers") or ())
-    qid = str(row.get("id", n))
-    expect = str(row.get("expect") or "")
-    if expect not in ("", "answer", "refuse"):
-        raise ValueError(f"expect must be answer or refuse, not {expect!r}")
-    if expect:
-        return QAItem(
-            qid=qid,
-            question=row["question"],
-            book_file=str(row.get("book_file") or ""),
-            gold_quote=row.get("gold_quote") or "",
-            gold_chapter=row.get("gold_chapter") or "",
-            answers=answers,
-            expect=expect,
-        )
-    if row.get("gold_zim"):
-        return QAItem(
-            qid=qid,
-            question=row["question"],
-            book_file="",
-            answers=answers,
-            gold_zim=str(row["gold_zim"]),
-            gold_path=str(row["gold_path"]),
-        )
-    return QAItem(
-        qid=qid,
-        question=row["question"],
-        book_file=row["book_file"],
-        gold_quote=row.get("gold_quote") or "",
-        gold_chapter=row.get("gold_chapter") or "",
-        answers=answers,
-    )
-
-
-def _read_jsonl(path: Path) -> tuple[QAItem, ...]:
-    items = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("not an object")
-            items.append(_jsonl_item(row, n))
-        except (ValueError, KeyError) as exc:
-            raise FolioError(f"{path}:{n}", f"not a question line ({type(exc).__name__}: {exc})") from None
-    return tuple(items)
 
 
 # --- locating gold -------------------------------------------------------------------------------
@@ -367,7 +277,28 @@ def _metrics(records: Sequence[EvalRecord]) -> dict[str, float | int | None]:
             }
         )
         out.update(_strict_metrics(checks))
+        out.update(_ask_hits(located))
     return out
+
+
+def _ask_hits(located: Sequence[EvalRecord]) -> dict[str, float | None]:
+    """``ask_hit@1``/``ask_hit@3`` (the first / first three citations of the answer cover the gold) and
+    ``ask_vs_search@1`` (ask_hit@1 minus search's hit@1 over the same questions), over located questions
+    that were answered."""
+    asked = [r for r in located if r.check is not None]
+    if not asked:
+        return {}
+
+    def ask_at(k: int) -> float:
+        placed = [r.check.ask_rank for r in asked if r.check is not None]
+        return round(sum(1 for rank in placed if rank is not None and rank <= k) / len(asked), 4)
+
+    search_at_1 = sum(1 for r in asked if _is_retrieved(r, 1)) / len(asked)
+    return {
+        "ask_hit@1": ask_at(1),
+        "ask_hit@3": ask_at(3),
+        "ask_vs_search@1": round(ask_at(1) - search_at_1, 4),
+    }
 
 
 def _strict_metrics(checks: Sequence[AnswerCheck]) -> dict[str, float | int | None]:
@@ -505,16 +436,19 @@ def _citation_key(c: Citation) -> str:
     )
 
 
-def _cites_gold(item: QAItem, gold: GoldSpan | None, chunks: Sequence[tuple[Citation, Hit | None]]) -> bool:
-    """The gold article is cited (Kiwix), or the chunk of a citation is a hit for the gold span (books;
-    judged on the cited chunk, so a sentence citation counts when its chunk holds the gold)."""
+def _covers_gold(item: QAItem, gold: GoldSpan | None, c: Citation, chunk: Hit | None) -> bool:
+    """The citation is the gold article (Kiwix), or its chunk is a hit for the gold span (books; judged on
+    the cited chunk, so a sentence citation counts when its chunk holds the gold)."""
     if item.kind == "kiwix":
-        return any(
-            c.kind == "kiwix" and (c.zim, c.path) == (item.gold_zim, item.gold_path) for c, _ in chunks
-        )
-    return gold is not None and any(
-        c.kind == "book" and chunk is not None and _is_hit(chunk, gold) for c, chunk in chunks
-    )
+        return c.kind == "kiwix" and (c.zim, c.path) == (item.gold_zim, item.gold_path)
+    return gold is not None and c.kind == "book" and chunk is not None and _is_hit(chunk, gold)
+
+
+def _ask_rank(
+    item: QAItem, gold: GoldSpan | None, chunks: Sequence[tuple[Citation, Hit | None]]
+) -> int | None:
+    """The 1-based place of the first citation that covers the gold (None: no citation does)."""
+    return next((i for i, (c, chunk) in enumerate(chunks, 1) if _covers_gold(item, gold, c, chunk)), None)
 
 
 def _check(
@@ -532,12 +466,13 @@ def _check(
     text = _answer_text(answer.answer)
     refused = _is_refusal(text)
     lines = [] if refused else _answer_lines(text)
+    ask_rank = _ask_rank(item, gold, [(c, cited_chunk(c)) for c in answer.citations])
     return AnswerCheck(
         answer=answer.answer,
         contained=_contains_answer(item.answers, [answer.answer, *(t for _, t in resolved)]),
         grounded=grounded,
         unsupported=refused or not answer.citations,
-        gold_cited=_cites_gold(item, gold, [(c, cited_chunk(c)) for c in answer.citations]),
+        gold_cited=ask_rank is not None,
         tool_calls=answer.tool_calls,
         latency_ms=round(latency_ms, 2),
         cited=tuple(_citation_key(c) for c in answer.citations),
@@ -550,6 +485,7 @@ def _check(
         fragment_lines=sum(_is_fragment(line) for line in lines),
         short_lines=sum(_is_short(line) for line in lines),
         expect=item.expect,
+        ask_rank=ask_rank,
     )
 
 
@@ -561,7 +497,7 @@ def qa_items(qa_file: str) -> tuple[QAItem, ...]:
     path = Path(qa_file).expanduser()
     if not path.is_file():
         raise FolioError(str(path), "question file not found")
-    items = _read_jsonl(path) if path.suffix.lower() in (".jsonl", ".json") else _read_fairytaleqa(path)
+    items = read_jsonl(path) if path.suffix.lower() in (".jsonl", ".json") else read_fairytaleqa(path)
     if not items:
         raise FolioError(str(path), "no questions in the file")
     return items

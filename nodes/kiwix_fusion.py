@@ -10,7 +10,10 @@ article's title and section, which it is about even when it does not repeat them
 is split into sentences (``nodes/text.py``) and ``reading.passage`` picks the answer: the best sentence
 with the neighbours it needs, at most ``answer_max_words`` words. The article's opening paragraph (an
 encyclopedia article's summary) is preferred: another paragraph answers only when its relevance beats
-the opening's by more than ``OPENING_MARGIN``. A "what is X" question about the
+the opening's by more than ``OPENING_MARGIN``, or when the question asks for a type of answer
+(``nodes/backends/answer_types.py``: "what year" a year, "how many" an amount, "which lake" a name ending in
+Lake) that the other paragraph holds and the opening does not (``OPENING_NEEDS_TYPE``). A "what is X"
+question about the
 article's own subject (the question's words are the title's) is answered from the lead's opening
 sentence, the definition. A data table answers instead only when it matches the question at least
 ``TABLE_MARGIN`` better than every paragraph: its header row and its best rows. Each passage keeps its
@@ -44,7 +47,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from folio.nodes import reading
-from folio.nodes.text import is_definitional, sentences, stems, truncate
+from folio.nodes.backends.answer_types import answer_type, type_cue
+from folio.nodes.text import is_definitional, sentences, stems, truncate, words
 from folio.nodes.types import (
     Article,
     ArticleSection,
@@ -58,6 +62,7 @@ from folio.nodes.types import (
 
 PARAGRAPH_POOL = 8  # paragraphs ranked by words first; these best ones again with the encoder
 OPENING_MARGIN = 0.15  # the article's opening paragraph (its summary) answers unless another beats it by this
+OPENING_NEEDS_TYPE = True  # ... and holds an answer of the asked type when the best one does
 ROW_SHARE = 0.8  # table rows kept: those scoring at least this share of the best row
 TABLE_MARGIN = 0.2  # a table answers only when its relevance beats every paragraph's by this much
 
@@ -136,15 +141,28 @@ def _ranked_paragraphs(
     scores = reading.relevance(question, texts)
     if encoder is None or len(texts) <= 1:
         best = _best(scores)
-        best = 0 if scores[0] >= scores[best] - OPENING_MARGIN else best
+        best = 0 if _opening_answers(question, texts, scores, best) else best
         return best, scores[best]
     pool = sorted(range(len(texts)), key=lambda i: (-scores[i], i))[:PARAGRAPH_POOL]
     pool.sort()
     again = reading.relevance(question, [texts[i] for i in pool], encoder)
     best = _best(again)
-    if pool[0] == 0 and again[0] >= again[best] - OPENING_MARGIN:
+    if pool[0] == 0 and _opening_answers(question, [texts[i] for i in pool], again, best):
         return 0, again[0]
     return pool[best], again[best]
+
+
+def _opening_answers(question: str, texts: Sequence[str], scores: Sequence[float], best: int) -> bool:
+    """The opening paragraph (``texts[0]``) answers instead of the best one: it scores within
+    ``OPENING_MARGIN`` of it and, when the question asks for a type of answer (``answer_types``: a year,
+    an amount, a name ...) that the best paragraph holds, it holds one too."""
+    if scores[0] < scores[best] - OPENING_MARGIN:
+        return False
+    if not OPENING_NEEDS_TYPE or best == 0:
+        return True
+    typed = answer_type(question)
+    asked = frozenset(words(question))
+    return not typed.kind or type_cue(typed, texts[0], asked) >= type_cue(typed, texts[best], asked)
 
 
 def _defines_article(question: str, title: str) -> bool:

@@ -7,7 +7,10 @@ The book answer (``nodes/answering.py``) and the Kiwix answer (``nodes/kiwix_fus
   words (``word_scores``: light stems, inflections matched ("drop" / "dropped"), each weighted by how
   rare it is among ``texts``, a name of the question counting double) and by its kind (``asked``: who /
   when / where / why / how / how-many / what-is; a "when" question favours sentences with time words,
-  "why" ones with "because", "so that", ..., "who" ones with a name the question does not hold).
+  "why" ones with "because", "so that", ..., "who" ones with a name the question does not hold), and by
+  the type of answer it asks for (``backends/answer_types.py``, ``TYPE_WEIGHT``: "which lake" a name
+  ending in Lake, "what year" a year, "how many" an amount, "where" a named place); a question that asks
+  for no type scores as it did without this cue.
 - ``passage(texts, scores, max_words)``: the indices (ascending, i.e. in reading order) of the texts —
   consecutive sentences of one source — that make the best passage: the best-scoring one, the
   predecessors it needs to read on its own (``needs_previous``: it opens with a pronoun, "He", "She",
@@ -74,6 +77,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from folio.nodes.backends.answer_types import answer_type, type_cue
 from folio.nodes.backends.encoder import remembered_encode
 from folio.nodes.text import content_words, fold, named_phrases, sentences, stem, words
 from folio.nodes.types import Hit
@@ -82,6 +86,7 @@ from folio.nodes.types import Hit
 MEANING_WEIGHT = 0.1
 WORDS_WEIGHT = 1.0
 KIND_WEIGHT = 0.05
+TYPE_WEIGHT = 0.1  # a text holding an answer of the asked type (``nodes/backends/answer_types.py``)
 RANK_PRIOR = 0.1  # (book passages) subtracted per retrieval rank of the chunk a unit comes from
 UNIT_SENTENCES = 2  # (book passages) a unit scored as one: one sentence or two consecutive ones
 UNIT_PENALTY = 0.1  # (book passages) subtracted for a unit's second sentence
@@ -479,17 +484,19 @@ def relevance(question: str, texts: Sequence[str], encoder: Any = None) -> tuple
     by_words = word_scores(question, texts)
     kind = asked(question)
     qwords = frozenset(words(question))
-    by_kind = [_kind_cue(kind, t, qwords) for t in texts]
+    typed = answer_type(question)
+    by_kind = [
+        KIND_WEIGHT * _kind_cue(kind, t, qwords) + TYPE_WEIGHT * type_cue(typed, t, qwords) for t in texts
+    ]
+    cue_weight = KIND_WEIGHT + (TYPE_WEIGHT if typed.kind else 0.0)  # no type asked: scores as before
     if encoder is None:
-        total = WORDS_WEIGHT + KIND_WEIGHT
-        return tuple(
-            (WORDS_WEIGHT * w + KIND_WEIGHT * k) / total for w, k in zip(by_words, by_kind, strict=True)
-        )
+        total = WORDS_WEIGHT + cue_weight
+        return tuple((WORDS_WEIGHT * w + k) / total for w, k in zip(by_words, by_kind, strict=True))
     vectors = encoder.encode([getattr(encoder, "query_prefix", "") + question, *texts])
     cosines = [max(0.0, float(v @ vectors[0])) for v in vectors[1:]]
-    total = MEANING_WEIGHT + WORDS_WEIGHT + KIND_WEIGHT
+    total = MEANING_WEIGHT + WORDS_WEIGHT + cue_weight
     return tuple(
-        (MEANING_WEIGHT * c + WORDS_WEIGHT * w + KIND_WEIGHT * k) / total
+        (MEANING_WEIGHT * c + WORDS_WEIGHT * w + k) / total
         for c, w, k in zip(cosines, by_words, by_kind, strict=True)
     )
 
@@ -666,7 +673,12 @@ def _unit_scores(
     found = dict(zip(keys, found_list, strict=True))
     kind = asked(question)
     qwords = frozenset(words(question))
-    cue = {k: _kind_cue(kind, windows[k[0]].texts[k[1]], qwords) for k in keys}
+    typed = answer_type(question)
+    cue = {
+        k: KIND_WEIGHT * _kind_cue(kind, windows[k[0]].texts[k[1]], qwords)
+        + TYPE_WEIGHT * type_cue(typed, windows[k[0]].texts[k[1]], qwords)
+        for k in keys
+    }
     out: dict[Unit, float] = {}
     for w, i in keys:
         win = windows[w]
@@ -681,7 +693,7 @@ def _unit_scores(
             v = (
                 WORDS_WEIGHT * sum(weight[t] for t in covered)
                 - UNIT_PENALTY * (j - i)
-                + KIND_WEIGHT * max(cue[(w, x)] for x in range(i, j + 1))
+                + max(cue[(w, x)] for x in range(i, j + 1))
                 - RANK_PRIOR * min(inside)
             )
             if j == i and n > LONG_SENTENCE and v > 0:  # a sentence longer than an answer may be

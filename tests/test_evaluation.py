@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -364,3 +365,43 @@ def test_the_sample_question_file_has_thirty_of_each_kind():
     assert sum(i.expect == "refuse" for i in items) >= 30
     assert sum(i.expect == "answer" for i in items) >= 30
     assert len({i.question for i in items}) == len(items)
+
+
+# --- ask_hit@k: where the reader reads -------------------------------------------------------------
+
+
+def test_ask_rank_is_the_place_of_the_first_citation_whose_chunk_covers_the_gold():
+    item = QAItem("q", "?", "x.txt", answers=("x",))
+    gold = GoldSpan("b", "c1", 1000, 1400)
+    chunks = {100: _h(0, 600), 200: _h(900, 1500), 300: _h(1000, 1400, chapter="c2")}
+    cites = (_book_cite(100, 110), _book_cite(300, 310, chapter="c2"), _book_cite(200, 210))
+    answer = Answer("?", "x [1] [2] [3]", cites, "BOOK", ("book",), 1)
+    check = _check(item, gold, answer, 1.0, lambda c: "text", lambda c: chunks[c.start])
+    assert check.ask_rank == 3 and check.gold_cited  # the chunk behind the third citation holds the gold
+    assert (
+        _check(
+            item, gold, replace(answer, citations=cites[:2]), 1.0, lambda c: "t", lambda c: chunks[c.start]
+        ).ask_rank
+        is None
+    )
+
+
+def test_ask_hit_at_k_beside_search_hit_and_their_difference():
+    def rec(rank, ask_rank, located=True):
+        return EvalRecord("q", "?", located, rank, 1.0, (), check=replace(_chk(), ask_rank=ask_rank))
+
+    records = [rec(1, 2), rec(1, 1), rec(2, 1), rec(None, None), rec(None, 1, located=False)]
+    m = _metrics(records)
+    assert m["hit@1"] == 0.5
+    assert m["ask_hit@1"] == 0.5 and m["ask_hit@3"] == 0.75  # over the four located questions
+    assert m["ask_vs_search@1"] == 0.0
+    m = _metrics([rec(1, 3), rec(1, None)])
+    assert m["ask_hit@1"] == 0.0 and m["ask_hit@3"] == 0.5 and m["ask_vs_search@1"] == -1.0
+    assert "ask_hit@1" not in _metrics([_rec(1)])  # retrieval only
+
+
+def test_kiwix_ask_rank_is_the_place_of_the_gold_article():
+    item = QAItem("k", "?", "", answers=("x",), gold_zim="wiki", gold_path="A/Emu")
+    cites = (Citation("kiwix", zim="wiki", path="A/Bird"), Citation("kiwix", zim="wiki", path="A/Emu"))
+    answer = Answer("?", "x [1] [2]", cites, "NOT_BOOK", ("kiwix",), 1)
+    assert _check(item, None, answer, 1.0, lambda c: "t", lambda c: None).ask_rank == 2

@@ -1,0 +1,178 @@
+"""Answer types: what a question asks for, and whether a sentence holds a thing of that type.
+
+The reader (``nodes/reading.py``) adds ``type_cue`` to its kind cue, so that inside the right chapter or
+article the sentence holding an answer of the asked type wins over one that only repeats the question's
+words (an article's lead, a chapter's sentence that names the subject). Cues that hold for any question:
+
+- ``named``: "which museum / river / lake ..." (``head``: the noun after which / what, singular) wants a
+  name ending or starting with that noun ("the British Museum", "Lake Mead", "River Tame");
+- ``year``: "in what year / which year / when" wants a year (three or four digits, 1000-2100, or a
+  decade "1950s") or a full date;
+- ``amount``: "how much / how many / how long / how old / what percentage / what share / what was the
+  population" wants an amount: digits, a number word, "%" or a fraction;
+- ``name``: "what is the name of / what was X called / who" wants a proper name the question does not
+  hold (a capitalised word that does not open the sentence);
+- ``place``: "where" wants a capitalised name after a place preposition ("in Australia", "at
+  Balmoral", "from Trier").
+
+``answer_type(question)`` returns an ``AnswerType`` (``kind`` "" when none applies); ``type_cue(t,
+text, question_words)`` is 1.0 when the text holds such an answer that is not one of the question's own
+words, else 0.0.
+
+Config keys: none. Limitations: English cues; a name is a capitalised word, so lower-case answers
+("a pig", "camphor") get no type cue; "when" questions about an event in a story ("When did Alice...")
+get the year cue, which story text rarely holds (the cue then never fires and changes nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from folio.nodes.text import STOPWORDS, fold, words
+
+NUMBER_WORDS = frozenset(
+    [
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+        "thirty",
+        "forty",
+        "fifty",
+        "sixty",
+        "seventy",
+        "eighty",
+        "ninety",
+        "hundred",
+        "thousand",
+        "million",
+        "billion",
+        "trillion",
+        "dozen",
+        "half",
+        "quarter",
+        "third",
+    ]
+)
+_GENERIC_HEADS = frozenset(
+    [
+        "one",
+        "thing",
+        "things",
+        "kind",
+        "sort",
+        "type",
+        "way",
+        "part",
+        "name",
+        "people",
+        "person",
+        "man",
+        "woman",
+        "animal",
+        "animals",
+    ]
+)
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b|\b[1-9][0-9]{2}\s*(?:AD|BC|BCE|CE)\b")
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+_DATE = re.compile(rf"\b(?:{_MONTHS})\s+[0-9]{{1,2}}\b|\b[0-9]{{1,2}}\s+(?:{_MONTHS})\b")
+_DIGITS = re.compile(r"\d")
+_CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]+)")
+_PLACE = re.compile(r"\b(?:in|at|from|near|on|to|into)\s+(?:the\s+)?([A-Z][\w'’-]+)")
+_AMOUNT_ASK = re.compile(
+    r"^(?:how (?:much|many|long|old|far|big|tall|high|large)\b|what (?:percentage|share|proportion|"
+    r"fraction|number)\b|what (?:is|was) the (?:population|number|size|length|height|area)\b)"
+)
+_YEAR_ASK = re.compile(r"^(?:(?:in )?(?:what|which) year\b|when\b|since when\b)")
+_NAME_ASK = re.compile(
+    r"^(?:what (?:is|was|were|are) the names? of\b|who\b|whom\b|what (?:is|was|were|are) \w+(?: \w+)? "
+    r"called\b|what did \w+(?: \w+)? call\b|by what name\b)"
+)
+_WHICH = re.compile(r"^(?:(?:in|on|at|from|to|into|with|by|of) )?(?:which|what) ([a-z]+)(?: ([a-z]+))?")
+
+
+@dataclass(frozen=True)
+class AnswerType:
+    """What a question asks for: ``kind`` (named / year / amount / name / place, "" for none) and, for
+    ``named``, the ``head`` noun the name ends or starts with."""
+
+    kind: str = ""
+    head: str = ""
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def answer_type(question: str) -> AnswerType:
+    """The answer type a question asks for (see the module docstring)."""
+    q = " ".join(words(question))
+    if _YEAR_ASK.match(q):
+        return AnswerType("year")
+    if _AMOUNT_ASK.match(q):
+        return AnswerType("amount")
+    if _NAME_ASK.match(q):
+        return AnswerType("name")
+    if q.startswith("where "):
+        return AnswerType("place")
+    m = _WHICH.match(q)
+    if m:
+        head = m.group(1)
+        if head in ("year", "decade", "century"):
+            return AnswerType("year")
+        if head not in STOPWORDS and head not in _GENERIC_HEADS:
+            return AnswerType("named", _singular(head))
+    return AnswerType()
+
+
+def _names(text: str, question_words: frozenset[str]) -> list[str]:
+    """Capitalised words of the text that do not open a sentence and are not the question's words."""
+    return [w for w in _CAPITAL.findall(text) if fold(w) not in question_words and fold(w) not in STOPWORDS]
+
+
+def type_cue(answer: AnswerType, text: str, question_words: frozenset[str]) -> float:
+    """1.0 when ``text`` holds an answer of the asked type that the question does not already hold."""
+    kind = answer.kind
+    if not kind:
+        return 0.0
+    if kind == "year":
+        return 1.0 if _YEAR.search(text) or _DATE.search(text) else 0.0
+    if kind == "amount":
+        ws = words(text)
+        return 1.0 if _DIGITS.search(text) or any(w in NUMBER_WORDS for w in ws) else 0.0
+    if kind == "name":
+        return 1.0 if _names(text, question_words) else 0.0
+    if kind == "place":
+        found = [
+            p for p in _PLACE.findall(text) if fold(p) not in question_words and fold(p) not in STOPWORDS
+        ]
+        return 1.0 if found else 0.0
+    # named: a capitalised name next to the head noun ("Lake Mead", "the Colorado River")
+    head = answer.head
+    name = r"[A-Z][\w'’-]+"
+    pattern = rf"\b{name}(?:\s+{name})*\s+(?i:{head})s?\b|\b(?i:{head})s?\s+(?:of\s+)?{name}"
+    for m in re.finditer(pattern, text):
+        if any(fold(w) not in question_words for w in re.findall(r"[A-Z][\w'’-]+", m.group(0))):
+            return 1.0
+    return 0.0

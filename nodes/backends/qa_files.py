@@ -1,0 +1,107 @@
+"""Question files for the evaluation DAG (``nodes.evaluation``): FairytaleQA CSV and JSONL lines.
+
+The formats (book, Kiwix and library lines) are described in ``nodes.evaluation``; this module only reads
+them into ``QAItem`` values. Config keys: none. Limitations: a FairytaleQA file needs its
+``sections.csv`` beside it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from folio.nodes.types import FolioError
+
+
+@dataclass(frozen=True)
+class QAItem:
+    qid: str
+    question: str
+    book_file: str
+    passages: tuple[str, ...] = ()  # FairytaleQA gold sections
+    gold_quote: str = ""
+    gold_chapter: str = ""
+    answers: tuple[str, ...] = ()
+    gold_zim: str = ""  # Kiwix questions: the gold article
+    gold_path: str = ""
+    expect: str = ""  # library questions: "answer" or "refuse" (asked over the whole library)
+
+    @property
+    def kind(self) -> str:
+        return "kiwix" if self.gold_zim else "library" if self.expect else "book"
+
+
+def read_fairytaleqa(path: Path) -> tuple[QAItem, ...]:
+    sections_path = path.parent / "sections.csv"
+    if not sections_path.exists():
+        raise FolioError(str(path), "FairytaleQA questions need sections.csv beside them")
+    with sections_path.open(encoding="utf-8", newline="") as f:
+        sections = {(r["story"], r["section"].strip()): r["text"] for r in csv.DictReader(f)}
+    items = []
+    with path.open(encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            refs = [s.strip() for s in row["cor_section"].split(",") if s.strip()]
+            passages = tuple(sections[(row["story"], s)] for s in refs if (row["story"], s) in sections)
+            answers = tuple(row.get(f"answer{i}", "") for i in range(1, 7) if row.get(f"answer{i}"))
+            items.append(
+                QAItem(
+                    qid=f"{row['story']}/{row['question_id']}",
+                    question=row["question"],
+                    book_file=row["book_file"],
+                    passages=passages,
+                    answers=answers,
+                )
+            )
+    return tuple(items)
+
+
+def _jsonl_item(row: dict, n: int) -> QAItem:
+    answers = tuple(str(a) for a in row.get("answers") or ())
+    qid = str(row.get("id", n))
+    expect = str(row.get("expect") or "")
+    if expect not in ("", "answer", "refuse"):
+        raise ValueError(f"expect must be answer or refuse, not {expect!r}")
+    if expect:
+        return QAItem(
+            qid=qid,
+            question=row["question"],
+            book_file=str(row.get("book_file") or ""),
+            gold_quote=row.get("gold_quote") or "",
+            gold_chapter=row.get("gold_chapter") or "",
+            answers=answers,
+            expect=expect,
+        )
+    if row.get("gold_zim"):
+        return QAItem(
+            qid=qid,
+            question=row["question"],
+            book_file="",
+            answers=answers,
+            gold_zim=str(row["gold_zim"]),
+            gold_path=str(row["gold_path"]),
+        )
+    return QAItem(
+        qid=qid,
+        question=row["question"],
+        book_file=row["book_file"],
+        gold_quote=row.get("gold_quote") or "",
+        gold_chapter=row.get("gold_chapter") or "",
+        answers=answers,
+    )
+
+
+def read_jsonl(path: Path) -> tuple[QAItem, ...]:
+    items = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not an object")
+            items.append(_jsonl_item(row, n))
+        except (ValueError, KeyError) as exc:
+            raise FolioError(f"{path}:{n}", f"not a question line ({type(exc).__name__}: {exc})") from None
+    return tuple(items)

@@ -1,0 +1,72 @@
+"""Answer types (nodes/backends/answer_types.py) and the reader's use of them (nodes/reading.py)."""
+
+from folio.nodes import reading
+from folio.nodes.backends.answer_types import AnswerType, answer_type, type_cue
+from folio.nodes.text import words
+
+
+def _cue(question: str, text: str) -> float:
+    return type_cue(answer_type(question), text, frozenset(words(question)))
+
+
+def test_questions_name_the_type_they_ask_for():
+    assert answer_type("Which lake does the Hoover Dam impound?") == AnswerType("named", "lake")
+    assert answer_type("Which museums hold the stones?") == AnswerType("named", "museum")
+    assert answer_type("In what year did the Nazis seize power?").kind == "year"
+    assert answer_type("When was the Declaration signed?").kind == "year"
+    assert answer_type("How many languages are spoken in London?").kind == "amount"
+    assert answer_type("What was the population of Washington in 2020?").kind == "amount"
+    assert answer_type("What is the name of the little Eloi woman?").kind == "name"
+    assert answer_type("Who founded Perth?").kind == "name"
+    assert answer_type("Where did Elizabeth II die?").kind == "place"
+    assert answer_type("What did the Time Traveller use to light his way?").kind == ""
+    assert answer_type("Which one of them came first?").kind == ""  # a generic head names no type
+
+
+def test_a_sentence_holds_the_asked_type_only_when_the_question_does_not():
+    assert _cue("Which lake does the Hoover Dam impound?", "Hoover Dam impounds Lake Mead.") == 1.0
+    assert _cue("Which lake does the Hoover Dam impound?", "The Hoover Dam is a dam.") == 0.0
+    assert _cue("Which museum holds the Rosetta Stone?", "It is shown at the British Museum.") == 1.0
+    assert _cue("Which river flows through the town?", "Mainly the River Tame flows there.") == 1.0
+    assert _cue("In what year was it signed?", "It was signed in 1776 by the Congress.") == 1.0
+    assert _cue("When did he arrive?", "He arrived on July 4 after a storm.") == 1.0
+    assert _cue("When did he arrive?", "He arrived after a storm.") == 0.0
+    assert _cue("How many languages are spoken?", "Over 300 languages are spoken.") == 1.0
+    assert _cue("How many legs do spiders have?", "Spiders have eight legs.") == 1.0
+    assert _cue("How many legs do spiders have?", "Spiders have legs.") == 0.0
+    assert _cue("Who founded Perth?", "Perth was founded by Captain James Stirling.") == 1.0
+    assert _cue("Who founded Perth?", "Perth was founded long ago.") == 0.0  # its one name is the question's
+    assert _cue("Where did Elizabeth die?", "Elizabeth died at Balmoral Castle.") == 1.0
+    assert _cue("Where did Elizabeth die?", "Elizabeth died in her sleep.") == 0.0
+
+
+def test_reader_prefers_the_sentence_of_the_asked_type_among_equals():
+    question = "Which lake does the dam impound?"
+    texts = ["The dam is the tallest dam and it holds a lake.", "The dam impounds Lake Mead, a lake."]
+    flat = _untyped_scores(question, texts)
+    typed = reading.relevance(question, texts)
+    assert reading.TYPE_WEIGHT > 0 and typed[1] > typed[0]
+    assert typed[1] - typed[0] > flat[1] - flat[0]
+    untyped = "What did the dam hold?"  # no type asked: the scores are what they were
+    assert reading.relevance(untyped, texts) == _untyped_scores(untyped, texts)
+
+
+def _untyped_scores(question, texts):
+    """The reader's scores without the answer-type cue."""
+    before = reading.TYPE_WEIGHT
+    try:
+        reading.TYPE_WEIGHT = 0.0
+        return reading.relevance(question, texts)
+    finally:
+        reading.TYPE_WEIGHT = before
+
+
+def test_kiwix_opening_paragraph_yields_to_one_holding_the_asked_type():
+    from folio.nodes.kiwix_fusion import _opening_answers
+
+    lead = "Hoover Dam\nHoover Dam is a concrete arch-gravity dam in the Black Canyon of the Colorado River."
+    later = "Hoover Dam\nThe dam impounds Lake Mead, the largest reservoir in the United States."
+    close = [0.5, 0.55]  # the later paragraph scores within the opening's margin
+    assert not _opening_answers("Which lake does the Hoover Dam impound?", [lead, later], close, 1)
+    assert _opening_answers("What does the Hoover Dam impound?", [lead, later], close, 1)  # no type asked
+    assert not _opening_answers("What does the Hoover Dam impound?", [lead, later], [0.2, 0.55], 1)
