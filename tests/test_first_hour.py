@@ -291,3 +291,108 @@ def test_building_the_package_prints_no_setuptools_warning_and_ships_the_page(tm
     assert "folio/dataflows/web/index.html" in names
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "License-Expression: Apache-2.0" in metadata
+
+
+# --- the CLI ----------------------------------------------------------------------------------------------
+def _folio(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    """``folio ARGS`` in a fresh interpreter with ``env`` over this one's (``FOLIO_LIBRARY`` removed)."""
+    base = {k: v for k, v in os.environ.items() if k != "FOLIO_LIBRARY"}
+    return subprocess.run(
+        [sys.executable, "-m", "folio.dataflows.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ask", "--zim", "a.zim", "b.zim", "Why is the sky blue?"],
+        ["ask", "Why is the sky blue?", "--zim", "a.zim", "b.zim"],
+        ["ask", "--zim", "a.zim", "Why is the sky blue?", "--zim", "b.zim", "--json"],
+        ["ask", "--zim", "a.zim", "b.zim", "--json", "Why is the sky blue?"],
+    ],
+)
+def test_archives_before_or_after_the_question_leave_the_question_alone(argv: list[str]) -> None:
+    from folio.dataflows.cli import build_parser
+    from folio.dataflows.cli_guide import list_options_last
+
+    args = build_parser().parse_args(list_options_last(argv))
+    assert args.question == "Why is the sky blue?"
+    assert args.zim == ["a.zim", "b.zim"]
+
+
+def test_kiwix_with_the_archive_first_answers_the_question(tmp_path) -> None:
+    question = "What instrument did Ray Charles play?"
+    first = _folio("kiwix", "--zim", str(ZIM), question, "--json")
+    assert first.returncode == 0, first.stderr
+    last = _folio("kiwix", question, "--zim", str(ZIM), "--json")
+    assert json.loads(first.stdout)["query"] == question
+    assert json.loads(first.stdout) == json.loads(last.stdout)
+
+
+def test_an_empty_default_library_says_where_it_is_and_how_to_pick_another(tmp_path) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    default = tmp_path / "data" / "folio"
+    listed = _folio("books", env=env)
+    assert listed.returncode == 0
+    assert listed.stdout.startswith(f"no books yet in {default}")
+    searched = _folio("search", "rabbit", env=env)
+    assert searched.returncode == 1
+    notes = [line for line in searched.stderr.splitlines() if line.startswith("folio: note: ")]
+    assert notes and f"{default} is the default library" in notes[0]
+    assert "--library DIR" in notes[0] and "FOLIO_LIBRARY" in notes[0]
+    assert any("make demo" in note for note in notes)
+    chosen = _folio("search", "rabbit", "--library", str(tmp_path / "mine"), env=env)
+    assert "note:" not in chosen.stderr  # a library the user named needs no explaining
+
+
+def test_the_note_names_the_demo_library_once_make_demo_filled_it(tmp_path, monkeypatch) -> None:
+    from folio.dataflows import cli_guide
+
+    demo = tmp_path / ".folio-demo"
+    demo.mkdir()
+    (demo / "library.sqlite").touch()
+    monkeypatch.setattr(cli_guide, "demo_library", lambda: demo)
+    notes = cli_guide.empty_library_notes(tmp_path / "default", given=False)
+    assert notes[1] == f"`make demo` filled {demo}: `export FOLIO_LIBRARY={demo}` uses it"
+    assert cli_guide.empty_library_notes(tmp_path / "default", given=True) == []
+
+
+@pytest.mark.parametrize("where", ["--library", "default"])
+def test_a_failed_first_ingest_leaves_no_library_folder(tmp_path, where: str) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    args = ["--library", str(tmp_path / "new" / "library")] if where == "--library" else []
+    done = _folio("ingest", str(tmp_path / "missing.epub"), *args, env=env)
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"folio: {tmp_path / 'missing.epub'}: no such file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_ingest_into_an_existing_empty_folder_keeps_the_folder(tmp_path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    done = _folio("ingest", str(tmp_path / "missing.epub"), "--library", str(mine))
+    assert done.returncode == 1
+    assert (mine / "notes.txt").read_text() == "mine"
+
+
+def test_evaluation_only_modes_are_explained_where_listed() -> None:
+    search = _folio("search", "--help")
+    assert "bm25s" not in search.stdout and "dense_exact" not in search.stdout
+    assert "hybrid: words and meaning (default)" in " ".join(search.stdout.split())
+    evaluate = " ".join(_folio("eval", "--help").stdout.split())
+    assert "bm25s (the bm25s library's BM25" in evaluate and "dense_exact (exact cosine search" in evaluate
+
+
+def test_folio_help_shows_three_examples() -> None:
+    shown = _folio("--help").stdout
+    examples = shown.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(examples) == 3 and all(line.strip().startswith("folio ") for line in examples)
+    assert any("--zim" in line for line in examples)
