@@ -91,17 +91,14 @@ def empty_library_notes(library: Path, given: bool) -> list[str]:
 
 
 def notes_on_library(library: str | None) -> list[str]:
-    """``empty_library_notes`` for a command's ``--library`` value (None: the default) when that
-    library has no books; nothing when it has some."""
-    if _has_books(default_path(library)):
+    """``empty_library_notes`` for a command's ``--library`` value when the user chose none and the
+    default library has no books; nothing otherwise (never an error of its own)."""
+    from folio.dataflows.library import default_library
+
+    if library is not None or os.environ.get("FOLIO_LIBRARY"):
         return []
-    return empty_library_notes(default_path(library), library is not None or "FOLIO_LIBRARY" in os.environ)
-
-
-def default_path(library: str | None) -> Path:
-    from folio.dataflows.library import Library
-
-    return Library(library).path
+    path = default_library()
+    return [] if _has_books(path) else empty_library_notes(path, False)
 
 
 @contextlib.contextmanager
