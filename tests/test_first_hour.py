@@ -32,6 +32,8 @@ from tests.servers import ServedApp
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 ZIM = ZIMS / "wikipedia_en_ray_charles_mini_2020-03.zim"
+ZIM_NOVID = ZIMS / "wikipedia_en_ray_charles_novid_2018-10.zim"  # the same title, another flavour and date
+KIWIX_QUESTION = "What instrument did Ray Charles play?"
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="chromium and chromedriver are not installed (apt-get install chromium chromium-driver)",
@@ -61,7 +63,7 @@ def test_validation_errors_say_what_is_wrong_in_words() -> None:
 def served(alice_library: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Service]]:
     library = tmp_path_factory.mktemp("first-hour") / "library"
     shutil.copytree(alice_library, library)
-    service = Service(library, zim_paths=[ZIM])
+    service = Service(library, zim_paths=[ZIM, ZIM_NOVID])
     with ServedApp(create_app(service)) as running:
         yield running.url, service
     service.close()
@@ -396,3 +398,63 @@ def test_folio_help_shows_three_examples() -> None:
     examples = shown.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert len(examples) == 3 and all(line.strip().startswith("folio ") for line in examples)
     assert any("--zim" in line for line in examples)
+
+
+# --- the page in Chromium, offline: Kiwix read like books ------------------------------------------------
+def _page(driver, url: str, width: int):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.set_window_size(width, 900)
+    driver.get(url + "/")
+    WebDriverWait(driver, 120, poll_frequency=0.2).until(
+        lambda d: "Kiwix:" in d.find_element(By.ID, "status").text
+    )
+    return driver
+
+
+@needs_chromium
+def test_archives_with_the_same_title_are_told_apart_by_flavour_and_date(served, offline_browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    page = _page(offline_browser, served[0], 1400)
+    status = page.find_element(By.ID, "status").text
+    assert "Ray Charles (mini, 2020-03), Ray Charles (novid, 2018-10)" in status, status
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1400, 900])  # the reader beside the answer, and below it
+def test_a_kiwix_citation_opens_the_article_at_its_passage_marked_and_the_tab_closes_it(
+    served, offline_browser, width: int, tmp_path
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, service = served
+    expected = [c for c in service.ask(KIWIX_QUESTION)["citations"] if c.get("zim")]
+    assert expected and expected[0]["quote"]
+    page = _page(offline_browser, url, width)
+    wait = WebDriverWait(page, 120, poll_frequency=0.2)
+    box = page.find_element(By.ID, "question")
+    box.clear()
+    box.send_keys(KIWIX_QUESTION, Keys.ENTER)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#sources li button"))
+    title = expected[0]["title"]
+    button = next(b for b in page.find_elements(By.CSS_SELECTOR, "#sources li button") if title in b.text)
+    assert "(Kiwix)" in button.text and ("mini, 2020-03" in button.text or "novid, 2018-10" in button.text)
+    button.click()
+    mark = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#reader-body mark#passage"))[0]
+    marked = " ".join(str(mark.get_property("textContent")).split())
+    quote = " ".join(expected[0]["quote"].split())
+    assert quote in marked and len(marked) < len(quote) + 2000  # the passage (or its paragraph), not all
+    geometry = page.execute_script(
+        """const m = document.getElementById("passage").getBoundingClientRect();
+           const h = document.querySelector("#reader .reader-head").getBoundingClientRect();
+           return [m.top, h.bottom, window.innerHeight];"""
+    )
+    mark_top, head_bottom, height = geometry
+    assert head_bottom <= mark_top < height, geometry  # in view, and not under the reader's header
+    page.save_screenshot(str(tmp_path / f"kiwix-passage-{width}.png"))
+    page.find_element(By.CSS_SELECTOR, "nav button[data-panel='search-panel']").click()
+    assert not page.find_element(By.ID, "reader").is_displayed()
