@@ -77,8 +77,8 @@ from mcp.types import (
 from starlette.applications import Starlette
 
 from folio.dataflows.service import MAX_QUESTION_CHARS, Service, checked_text, version
+from folio.nodes.backends.html_text import best_passage
 from folio.nodes.backends.tools import BookTools
-from folio.nodes.kiwix import _best_passage as best_passage
 from folio.nodes.text import content_words, plural_stem, word_spans
 from folio.nodes.types import FolioError, Hit
 

@@ -293,14 +293,10 @@ _CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"  # ReDoc's footer logo, 
 def docs_asset_bytes(name: str) -> bytes | None:
     """One file of the ``fastapi-offline`` package's Swagger UI and ReDoc assets (None when there is no
     such file), ReDoc's one CDN reference pointed at the local icon."""
-    from fastapi_offline.core import _STATIC_PATH
-
-    if (
-        name not in {p.name for p in _STATIC_PATH.iterdir()}
-        or name.rpartition(".")[2] not in DOCS_ASSET_TYPES
-    ):
+    static = resources.files("fastapi_offline") / "static"
+    if name not in {p.name for p in static.iterdir()} or name.rpartition(".")[2] not in DOCS_ASSET_TYPES:
         return None
-    data = (_STATIC_PATH / name).read_bytes()
+    data = (static / name).read_bytes()
     return data.replace(_CDN_LOGO, f"{DOCS_ASSETS}/favicon.png".encode())
 
 
