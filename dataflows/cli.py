@@ -201,7 +201,13 @@ def _empty_library_notes(args: argparse.Namespace) -> None:
     """After a command found no books in the default library: where it is and how to pick another."""
     from folio.dataflows.cli_guide import notes_on_library
 
-    for note in notes_on_library(args.library) if "library" in args and args.func is not cmd_ingest else ():
+    if "library" not in args or args.func is cmd_ingest:
+        return
+    try:
+        notes = notes_on_library(args.library)
+    except Exception:  # a note must never become an error of its own
+        notes = []
+    for note in notes:
         _err(f"note: {note}")
 
 
@@ -596,6 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = None
     try:
         if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
             print(_version())  # answered before the full parser, which imports the API
@@ -603,7 +610,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from folio.dataflows.cli_guide import list_options_last
 
         parser = build_parser()
-        args = None
         args = parser.parse_args(
             list_options_last(fewer_chapters(list(sys.argv[1:] if argv is None else argv)))
         )

@@ -316,7 +316,7 @@ def test_stdio_failing_calls_are_one_line_tool_errors_and_the_next_call_works(
         stdio_transcript.failures, FAILING_CALLS, strict=True
     ):
         assert expected in _error(failed), name
-        assert _value(following)[0]["text"], name
+        assert _value(following)[0]["passage"], name
 
 
 @pytest.mark.slow
