@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 # mypy runs in `make lint` and `make test` unless TYPECHECK=0 (`make test TYPECHECK=0`).
 TYPECHECK ?= 1
 
-.PHONY: setup llm-tier demo test test-fast faults lint format typecheck docs bench viz experiment clean
+.PHONY: setup llm-tier demo demo-next test test-fast faults lint format typecheck docs bench viz experiment clean
 
 $(BIN)/.installed: pyproject.toml
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -25,7 +25,8 @@ $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	@# setuptools' "Editable installation" notice is information only (the package-dir layout needs it)
+	PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
 setup: $(BIN)/.installed
@@ -40,13 +41,22 @@ setup: $(BIN)/.installed
 # SIGSEGV in ggml_backend_amx_mul_mat. A failed build leaves the tier skipped with one line.
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
-LLAMA_WHEELS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/folio/llama-wheels/$(LLAMA_CPP_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | md5sum | cut -c1-8)
+# The build runs in the background while a line with the elapsed time is printed every HEARTBEAT_S
+# seconds (tests/test_first_hour.py runs this target with a stand-in LLAMA_BUILD).
+LLAMA_WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/folio/llama-wheels/$(LLAMA_CPP_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | md5sum | cut -c1-8)
+LLAMA_BUILD ?= CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS) \
+  'llama-cpp-python==$(LLAMA_CPP_VERSION)'
+HEARTBEAT_S ?= 30
 $(BIN)/.llm-tier: $(BIN)/.installed
 	@mkdir -p $(LLAMA_WHEELS)
 	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || { \
 	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) ($(LLAMA_CMAKE_ARGS)) into $(LLAMA_WHEELS): minutes, once"; \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS) \
-	    'llama-cpp-python==$(LLAMA_CPP_VERSION)' >$(LLAMA_WHEELS)/build.log 2>&1 || \
+	  start=$$(date +%s); next=$(HEARTBEAT_S); \
+	  ( $(LLAMA_BUILD) ) >$(LLAMA_WHEELS)/build.log 2>&1 & build=$$!; \
+	  while kill -0 $$build 2>/dev/null; do sleep 1; elapsed=$$(( $$(date +%s) - start )); \
+	    if [ $$elapsed -ge $$next ]; then next=$$(( next + $(HEARTBEAT_S) )); \
+	      echo "  still building llama-cpp-python: $$(( elapsed / 60 )) min $$(( elapsed % 60 )) s elapsed"; fi; done; \
+	  wait $$build && echo "  llama-cpp-python built in $$(( $$(date +%s) - start )) s" || \
 	  echo "llama-cpp-python did not build (see $(LLAMA_WHEELS)/build.log): the real-LLM tests will be skipped"; }
 	@wheel=$$(ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl 2>/dev/null | head -1); \
 	  if [ -n "$$wheel" ]; then $(BIN)/pip install -q --force-reinstall --no-deps "$$wheel" && \
@@ -70,6 +80,13 @@ demo: setup
 	$(BIN)/folio ask "How did Rumpelstiltskin's name get discovered?" --library $(LIBRARY)
 	$(BIN)/folio ask "What is a noble gas?" --library $(LIBRARY) --zim $(DATA)/zim/*.zim
 	$(BIN)/folio ask "Why did Peter Rabbit go into Mr. McGregor's garden?" --library $(LIBRARY)
+	@$(MAKE) --no-print-directory -s demo-next
+
+# The two lines that make `folio` and the demo's library the defaults of a shell (the demo ends with them).
+demo-next:
+	@echo "The demo's library is $(abspath $(LIBRARY)). To use \`folio\` with it in any shell, run:"
+	@echo '  export PATH="$(abspath $(BIN)):$$PATH"'
+	@echo '  export FOLIO_LIBRARY="$(abspath $(LIBRARY))"'
 
 # ruff (rules and formatting) and, unless TYPECHECK=0, mypy.
 lint: setup

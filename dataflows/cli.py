@@ -149,13 +149,16 @@ def _snippet(text: str, width: int = 220) -> str:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from folio.dataflows.api import ingest
+    from folio.dataflows.cli_guide import fresh_library
+    from folio.dataflows.library import Library
     from folio.nodes.backends.progress import progress_for
 
     progress = progress_for(args.quiet)
     try:
-        report = ingest(
-            args.paths, library=args.library, config=args.config, profile=args.profile, progress=progress
-        )
+        with fresh_library(Library(args.library).path):  # a failed first ingest leaves no folder
+            report = ingest(
+                args.paths, library=args.library, config=args.config, profile=args.profile, progress=progress
+            )
     finally:
         progress.close()
     for staged in report.ingested:
@@ -185,12 +188,27 @@ def cmd_books(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
     if not rows:
-        print("no books yet: folio ingest PATH...")
+        print(f"no books yet in {Library(args.library).path}: folio ingest PATH...")
+        _empty_library_notes(args)
         return 0
     print(f"{'id':<48} {'chapters':>8} {'chunks':>7}  title — author")
     for r in rows:
         print(f"{r['book_id']:<48} {r['chapters']:>8} {r['chunks']:>7}  {r['title']} — {r['author']}")
     return 0
+
+
+def _empty_library_notes(args: argparse.Namespace) -> None:
+    """After a command found no books in the default library: where it is and how to pick another."""
+    from folio.dataflows.cli_guide import notes_on_library
+
+    if "library" not in args or args.func is cmd_ingest:
+        return
+    try:
+        notes = notes_on_library(args.library)
+    except Exception:  # a note must never become an error of its own
+        notes = []
+    for note in notes:
+        _err(f"note: {note}")
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -434,9 +452,13 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from folio.dataflows.api import SEARCH_MODES  # imports the drivers: kept out of `folio --version`
+    from folio.dataflows.cli_guide import EVAL_MODE_HELP, EXAMPLES, SEARCH_MODE_HELP
 
     parser = OneLineParser(
-        prog="folio", description="Offline question answering over your books and Kiwix archives."
+        prog="folio",
+        description="Offline question answering over your books and Kiwix archives.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
@@ -464,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     library_opt(p)
     p.add_argument("--book", default=None, help="book id (or unique prefix, or source file name)")
     p.add_argument("--chapter", action="append", default=None, help="chapter id (repeatable)")
-    p.add_argument("--mode", choices=list(SEARCH_MODES), default=None)
+    p.add_argument("--mode", choices=SEARCH_MODES, metavar="{hybrid,lexical,semantic}", help=SEARCH_MODE_HELP)
     p.add_argument("-k", type=count, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
@@ -476,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("qa_file")
     library_opt(p)
-    p.add_argument("--mode", choices=list(SEARCH_MODES), default=None)
+    p.add_argument("--mode", choices=SEARCH_MODES, help=EVAL_MODE_HELP)
     p.add_argument("-k", type=count, default=10)
     p.add_argument("--json", action="store_true")
     p.add_argument("--details", action="store_true", help="per-question rows")
@@ -528,7 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question", help="the question, in plain words")
     library_opt(p)
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--zim", nargs="+", metavar="PATH", help="ZIM files to search too (libzim)")
+    source.add_argument(
+        "--zim", nargs="+", action="extend", metavar="PATH", help="ZIM files to search too (libzim)"
+    )
     source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve to search too")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.set_defaults(func=cmd_ask)
@@ -536,7 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("kiwix", help="find the articles that answer a question in Kiwix books")
     p.add_argument("query", help="the question, in plain words")
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--zim", nargs="+", metavar="PATH", help="ZIM files to search (libzim)")
+    source.add_argument(
+        "--zim", nargs="+", action="extend", metavar="PATH", help="ZIM files to search (libzim)"
+    )
     source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve")
     p.add_argument("--config", metavar="FILE", help="a YAML config over configs/default.yaml")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -563,7 +589,9 @@ def build_parser() -> argparse.ArgumentParser:
     def sources_opt(p: argparse.ArgumentParser) -> None:
         library_opt(p)
         source = p.add_mutually_exclusive_group()
-        source.add_argument("--zim", nargs="+", metavar="PATH", help="ZIM files to search too (libzim)")
+        source.add_argument(
+            "--zim", nargs="+", action="extend", metavar="PATH", help="ZIM files to search too (libzim)"
+        )
         source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve to search too")
 
     p = sub.add_parser("serve", help="serve the HTTP API, the MCP tools (/mcp) and a web page, warm")
@@ -587,12 +615,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = None
     try:
         if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
             print(_version())  # answered before the full parser, which imports the API
             return 0
+        from folio.dataflows.cli_guide import list_options_last
+
         parser = build_parser()
-        args = parser.parse_args(fewer_chapters(list(sys.argv[1:] if argv is None else argv)))
+        args = parser.parse_args(
+            list_options_last(fewer_chapters(list(sys.argv[1:] if argv is None else argv)))
+        )
         # Hamilton logs a node's exception with a traceback; the CLI reports it as one line instead.
         logging.getLogger("hamilton").setLevel(
             logging.DEBUG if os.environ.get("FOLIO_DEBUG") else logging.CRITICAL
@@ -604,6 +637,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except FolioError as exc:
         _err(str(exc))
+        if args is not None:
+            _empty_library_notes(args)
         return 1
     except KeyboardInterrupt:
         _err("interrupted")

@@ -10,14 +10,18 @@ on the official ``mcp`` Python SDK (v2, its low-level ``Server``), over stdio an
 
 Tools (JSON in; out, JSON text and the same value as ``structuredContent``, a list as ``{"result": [...]}``):
 
-- the six book tools of the agent mode, with exactly its input schemas (``BookTools.definitions()``) and
-  its JSON results (``BookTools.call``): ``book_concept_map_lookup``, ``chapter_summary_get``,
-  ``text_search``, ``semantic_search``, ``chunk_get``, ``book_synopsis_get``, each with an optional
-  ``conversation`` id added. Each call has a budget of one tool call and a fresh session cache, or, with
-  a conversation id, that conversation's cache (shared with ``ask`` in it: a repeated call is served
-  from it); chapter summaries and synopses are read from the library's
-  summary store when any process made them (``nodes.backends.summary_store``), else made and stored
-  (with ``llm: openai``: at most 5 LLM calls of their own, ``nodes.backends.summaries``);
+- the six book tools of the agent mode (``BookTools``): ``book_concept_map_lookup``,
+  ``chapter_summary_get``, ``text_search``, ``semantic_search``, ``chunk_get``, ``book_synopsis_get``, with
+  the agent's parameters, each described for a model (what it returns, when to prefer it, an example:
+  ``MODEL_NOTES``), plus ``k`` on ``text_search``. Both searches answer rows whose ``passage`` is the
+  part of the chunk that matches the query with the matched words in ``**bold**`` (``marked_passage``)
+  and whose ``location_id`` is what ``chunk_get`` takes; ``book_synopsis_get`` without ``book_id`` in a
+  library of several books is a tool error listing them (never a book picked for the model). Each tool
+  takes an optional ``conversation`` id. Each call has a budget of one tool call and a fresh session
+  cache, or, with a conversation id, that conversation's cache (shared with ``ask`` in it: a repeated
+  call is served from it); chapter summaries and synopses are read from
+  the library's summary store when any process made them (``nodes.backends.summary_store``), else made
+  and stored (with ``llm: openai``: at most 5 LLM calls of their own, ``nodes.backends.summaries``);
 - ``kiwix_search(query)`` and ``kiwix_article_get(book, path)``: listed only when the service has a Kiwix
   source (``--zim`` or ``--kiwix-url``); a client that calls one anyway gets a tool error naming the fix;
 - ``books_list()``: the library's books (``folio books --json``) and the Kiwix books served;
@@ -76,10 +80,14 @@ from starlette.applications import Starlette
 
 from folio.dataflows.mcp_stdio import ScreenedFrames, screened_stdio
 from folio.dataflows.service import MAX_QUESTION_CHARS, Service, checked_text, version
+from folio.nodes.backends.html_text import best_passage
 from folio.nodes.backends.tools import BookTools
-from folio.nodes.types import FolioError
+from folio.nodes.text import content_words, plural_stem, word_spans
+from folio.nodes.types import FolioError, Hit
 
 SERVER_NAME = "folio"
+PASSAGE_CHARS = 400  # a search row's passage: at most this many characters around the matched words
+MAX_K = 20  # the most rows one search returns
 MAX_REASON_CHARS = 500  # a tool error's one line is cut to this length
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 INSTRUCTIONS = (
@@ -137,7 +145,134 @@ def _ask(service: Service, args: Mapping[str, Any]) -> Any:
     return service.ask(args["question"])
 
 
+# What a model reads: per tool, its description and each parameter's (an example in each).
+MODEL_NOTES: dict[str, tuple[str, dict[str, str]]] = {
+    "book_concept_map_lookup": (
+        "Look up people, places, themes and events in the books' concept maps. Returns, per book, the "
+        "matching entities, themes and events and the chapter_ids where they matter. Prefer it first "
+        "for a named character or a theme, to find which chapters to read or to scope a search. "
+        'Example: {"query": "Irene Adler"}.',
+        {"query": 'a name, theme or event, in a few words; example: "the Queen of Hearts"'},
+    ),
+    "chapter_summary_get": (
+        "A summary of one chapter (a few central sentences, or an LLM summary when one is configured). "
+        "Returns {chapter_id, summary}. Prefer it to see what happens in a chapter before reading its "
+        'chunks. chapter_ids come from searches and book_concept_map_lookup. Example: {"chapter_id": '
+        '"ch-003"}.',
+        {"chapter_id": 'a chapter id from a search row or a concept lookup; example: "ch-003"'},
+    ),
+    "text_search": (
+        "Search the books for the exact words (BM25). Returns up to k rows, best first: location_id, "
+        "book_id, chapter_id, chapter_title, score and passage, the matching part of the chunk with the "
+        "matched words in **bold**. Prefer it for names, quotes and concrete facts; use semantic_search "
+        'when the wording is unknown. Read a whole chunk with chunk_get(location_id). Example: {"query": '
+        '"Irene Adler photograph", "k": 5}.',
+        {
+            "query": 'the words to find, as they would appear in the book; example: "Irene Adler photograph"',
+            "scope": 'chapter ids to search in; leave out (or []) to search every book; example: ["ch-001"]',
+            "k": f"how many rows to return, 1 to {MAX_K} (default 10); example: 5",
+        },
+    ),
+    "semantic_search": (
+        "Search the books by meaning (sentence embeddings), for questions whose words may not be in the "
+        "text. Returns up to k rows like text_search (location_id, chapter, score, passage with any "
+        "query words in **bold**). Prefer it for abstract or paraphrased questions; prefer text_search "
+        'for names and quotes. Example: {"query": "a girl grows very tall after eating a cake", "k": 5}.',
+        {
+            "query": 'what the passage is about, in plain words; example: "a king asks a detective for help"',
+            "scope": 'chapter ids to search in; leave out (or []) to search every book; example: ["ch-001"]',
+            "k": f"how many rows to return, 1 to {MAX_K} (default 10); example: 5",
+        },
+    ),
+    "chunk_get": (
+        "The full text of one chunk (a passage of a few hundred words) with its book, chapter and "
+        "character offsets. Use it to read around a search row before answering or quoting. Example: "
+        '{"location_id": "doyle-the-adventures-of-sherlock-holmes-1a2b3c/ch-001.004"}.',
+        {"location_id": "the location_id of a search row (BOOK_ID/CHUNK_ID)"},
+    ),
+    "book_synopsis_get": (
+        "A synopsis of a whole book: title and author, main characters, themes, chapter titles and what "
+        "happens. Returns {synopsis}. Prefer it for questions about a whole book. Needs book_id when the "
+        'library holds several books (books_list names them). Example: {"book_id": "carroll-alice-..."}.',
+        {"book_id": "a book_id from books_list (may be left out when the library holds one book)"},
+    ),
+}
+
+
+def model_schema(name: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The agent's input schema of book tool ``name`` with each parameter described for a model
+    (``MODEL_NOTES``), and ``k`` on both searches."""
+    notes = MODEL_NOTES[name][1]
+    properties = {key: dict(value) for key, value in parameters["properties"].items()}
+    if name == "text_search":
+        properties["k"] = {"type": "integer", "minimum": 1, "maximum": MAX_K}
+    for key, value in properties.items():
+        value["description"] = notes[key]
+    return object_schema(properties, tuple(parameters.get("required", ())))
+
+
+def marked_passage(text: str, query: str, max_chars: int = PASSAGE_CHARS) -> str:
+    """The part of ``text`` (at most ``max_chars``) holding the most of the query's words, each of them
+    in ``**bold**`` (plurals match: "photographs" for "photograph"); the text's start when none occurs."""
+    terms = content_words(query)
+    stems = {plural_stem(t) for t in terms}
+    _start, passage = best_passage(text, terms, max_chars)
+    out, last = [], 0
+    for word, start, end in word_spans(passage):
+        if plural_stem(word) in stems:
+            out += [passage[last:start], f"**{passage[start:end]}**"]
+            last = end
+    return "".join([*out, passage[last:]])
+
+
+def search_row(hit: Hit, query: str) -> dict[str, Any]:
+    """One search result for a model: where it is (``location_id`` for chunk_get) and its passage."""
+    return {
+        "location_id": f"{hit.book_id}/{hit.chunk_id}",
+        "book_id": hit.book_id,
+        "chapter_id": hit.chapter_id,
+        "chapter_title": hit.chapter_title,
+        "score": round(hit.score, 4),
+        "passage": marked_passage(hit.text, query),
+    }
+
+
+def _search(kind: str) -> Runner:
+    def run(service: Service, arguments: Mapping[str, Any]) -> Any:
+        tools = service.book_tools(conversation=arguments.get("conversation"))
+        search = tools.text_search if kind == "text" else tools.semantic_search
+        query = str(arguments["query"])
+        hits = search(query, arguments.get("scope"), arguments.get("k"))
+        return [search_row(h, query) for h in hits]
+
+    return run
+
+
+def chosen_book(books: list[dict[str, Any]], book_id: str | None) -> str:
+    """The book a book tool works on: ``book_id`` as given, the library's only book when none is
+    given, else a ``FolioError`` that lists the books to choose from (none is picked for the model)."""
+    if book_id:
+        return book_id
+    if len(books) == 1:
+        return str(books[0]["book_id"])
+    if not books:
+        raise FolioError("book_id", "the library has no books")
+    listed = "; ".join(f"{b['book_id']} ({b['title']})" for b in books)
+    raise FolioError("book_id", f"give the book_id of one of the library's {len(books)} books: {listed}")
+
+
+def _synopsis(service: Service, arguments: Mapping[str, Any]) -> Any:
+    book_id = chosen_book(service.books(), arguments.get("book_id"))
+    tools = service.book_tools(conversation=arguments.get("conversation"))
+    return json.loads(tools.call("book_synopsis_get", {"book_id": book_id}))
+
+
 def _book_tool(name: str) -> Runner:
+    if name in ("text_search", "semantic_search"):
+        return _search(name.split("_")[0])
+    if name == "book_synopsis_get":
+        return _synopsis
+
     def run(service: Service, arguments: Mapping[str, Any]) -> Any:
         rest = {k: v for k, v in arguments.items() if k != "conversation"}
         return json.loads(service.book_tools(conversation=arguments.get("conversation")).call(name, rest))
@@ -145,11 +280,23 @@ def _book_tool(name: str) -> Runner:
     return run
 
 
+def _described(schema: dict[str, Any], notes: Mapping[str, str]) -> dict[str, Any]:
+    """``schema`` with a model's description on each property."""
+    for key, value in schema["properties"].items():
+        value["description"] = notes[key]
+    return schema
+
+
 def tool_specs() -> tuple[ToolSpec, ...]:
     """Every tool this server can serve, in the order it lists them."""
     functions = [d["function"] for d in BookTools.definitions()]
     book = [
-        ToolSpec(f["name"], f["description"], with_conversation(f["parameters"]), _book_tool(f["name"]))
+        ToolSpec(
+            f["name"],
+            MODEL_NOTES[f["name"]][0],
+            with_conversation(model_schema(f["name"], f["parameters"])),
+            _book_tool(f["name"]),
+        )
         for f in functions
     ]
     string = {"type": "string"}
@@ -158,33 +305,52 @@ def tool_specs() -> tuple[ToolSpec, ...]:
         ToolSpec(
             "kiwix_search",
             "Search the offline Kiwix archives (Wikipedia, Wikibooks…) for the articles and passages that "
-            "answer a question: the answer passage with its sources, and ranked candidate articles "
-            "(book, path, title) for kiwix_article_get.",
-            object_schema({"query": string}, ("query",)),
+            "answer a question. Returns the answer passage with its sources, and ranked candidate articles "
+            "(book, path, title) to read with kiwix_article_get. Prefer it for general knowledge that is "
+            'not in the user\'s books. Example: {"query": "Why did Ray Charles lose his sight?"}.',
+            _described(
+                object_schema({"query": dict(string)}, ("query",)),
+                {"query": 'the question, in plain words; example: "What is a noble gas?"'},
+            ),
             lambda service, args: service.kiwix_search(args["query"]),
             kiwix=True,
         ),
         ToolSpec(
             "kiwix_article_get",
-            "The clean text and sections of one Kiwix article, by the book name and article path that "
-            "kiwix_search returns (redirects followed).",
-            object_schema({"book": string, "path": string}, ("book", "path")),
+            "The clean text of one Kiwix article, by sections, by the book and path of a kiwix_search "
+            "candidate (redirects followed). Use it to read an article before answering from it. "
+            'Example: {"book": "wikipedia_en_ray_charles_mini_2020-03", "path": "A/Ray_Charles"}.',
+            _described(
+                object_schema({"book": dict(string), "path": dict(string)}, ("book", "path")),
+                {
+                    "book": "the candidate's book (the archive's name); example: "
+                    '"wikipedia_en_ray_charles_mini_2020-03"',
+                    "path": 'the candidate\'s article path; example: "A/Ray_Charles"',
+                },
+            ),
             lambda service, args: service.kiwix_article(args["book"], args["path"]),
             kiwix=True,
         ),
         ToolSpec(
             "books_list",
-            "The books in the library (book_id, title, author, chapters, chunks) and the Kiwix books "
-            "searched (name, title, language, article count).",
+            "The books in the library (book_id, title, author, chapters, chunks) and the Kiwix archives "
+            "searched (name, title, language, article count). Call it first to know what can be "
+            "searched and which book_id to give book_synopsis_get. Example: {} (it takes no arguments).",
             object_schema({}),
             lambda service, _args: {"books": service.books(), "kiwix_books": service.kiwix_books()},
         ),
         ToolSpec(
             "ask",
-            "Answer a question from the books (and the Kiwix archives when served) with citations: the "
-            "answer text, each citation's book, chapter and character offsets (or article URL), the route "
-            "taken and the tool calls made.",
-            with_conversation(object_schema({"question": string}, ("question",))),
+            "Answer a question from the books (and the Kiwix archives when served) in one call, with "
+            "citations: the answer text, each citation's book, chapter and character offsets (or article "
+            "URL), the route taken and the tool calls made. Prefer it for a quick cited answer; use the "
+            'other tools to research step by step. Example: {"question": "Who stole the tarts?"}.',
+            with_conversation(
+                _described(
+                    object_schema({"question": dict(string)}, ("question",)),
+                    {"question": 'the question, in plain words; example: "Who stole the tarts?"'},
+                )
+            ),
             _ask,
         ),
     )

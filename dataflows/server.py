@@ -2,14 +2,16 @@
 
     folio serve --library ~/folio [--zim wiki.zim ...] [--host 127.0.0.1] [--port 8765] [--token T]
 
-Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; OpenAPI page at ``/docs``):
+Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; the OpenAPI pages ``/docs`` (Swagger UI)
+and ``/redoc`` load their scripts from this server, ``/docs-assets``, from the ``fastapi-offline`` package):
 
 - ``GET /api/health`` · ``GET /api/version``
 - ``POST /api/ask`` ``{"question": "...", "conversation": "ID"}`` → the answer with its citations (the
   optional conversation id shares one session cache across its asks: ``dataflows.service``)
 - ``GET /api/search?q=...&mode=hybrid&k=10&book=ID&chapter=ID`` → hits
-- ``GET /api/books`` · ``DELETE /api/books/{book}`` (a remove job; an exact id or a unique prefix of 4
-  characters or more; ``?dry_run=true``: what would go) ·
+- ``GET /api/books`` · ``GET /api/books/{book}`` (its row and chapters) · ``DELETE /api/books/{book}``
+  (a remove job; an exact id or a unique prefix of 4 characters or more; ``?dry_run=true``: what would
+  go) ·
   ``GET /api/books/{book}/chapters/{chapter_id}`` · ``GET /api/books/{book}/chunks/{chunk_id}``
 - ``GET /api/concepts?q=...&book=ID&k=10``
 - ``GET /api/kiwix/books`` · ``GET /api/kiwix/search?q=...`` · ``GET /api/kiwix/article?book=B&path=P``
@@ -19,7 +21,8 @@ Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; OpenAPI pag
   it ends)
 - ``/mcp``: the MCP tools over streamable HTTP (``dataflows.mcp_server``) · ``/``: the web page
 
-Errors are ``{"error": "<one line>"}`` with 400 (bad request), 401 (token), 403 (a path outside the
+Errors are ``{"error": "<one line>"}`` naming the JSON field or query parameter at fault (never a CLI
+flag; a body that is not JSON says so), with 400 (bad request), 401 (token), 403 (a path outside the
 allowed folders, a foreign Origin), 404 (no such book, chapter, chunk, job, article or route), 405,
 413 (body too large), 421 (a Host that is not this server), 422 (malformed body) or 500 (a bug: logged
 in one line, never a traceback); ``dataflows.http_guard`` holds these checks. A loopback bind needs
@@ -35,16 +38,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import ipaddress
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -60,6 +65,7 @@ from folio.dataflows.http_guard import (
 from folio.dataflows.service import Service, version
 from folio.nodes.types import FolioError
 
+DOCS_ASSETS = "/docs-assets"  # where the Swagger UI and ReDoc scripts are served from (no CDN)
 MAX_BODY_BYTES = 64 * 1024  # the largest request body accepted
 THREADS = 16  # worker threads for the blocking operations
 EVENT_INTERVAL_S = 0.25  # how often a job's event stream reports progress
@@ -106,6 +112,28 @@ def status_for(error: FolioError) -> int:
     return 404 if error.reason.startswith("no such") else 400
 
 
+def http_message(error: FolioError) -> str:
+    """A Folio error in HTTP words: a CLI flag it names (``--mode``) becomes the parameter (``mode``)."""
+    flag = error.source
+    if not flag.startswith("-") or flag.startswith("---") or " " in flag.strip():
+        return str(error)
+    return f"{flag.lstrip('-').replace('-', '_')}: {error.reason}"
+
+
+def validation_message(errors: Sequence[Mapping[str, Any]]) -> str:
+    """FastAPI's first validation error as one line a person understands: a body that is not JSON says
+    so (with where it breaks); otherwise the JSON field or query parameter at fault and why."""
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":
+        reason = str((first.get("ctx") or {}).get("error", "")).strip()
+        return "the request body is not valid JSON" + (f" ({reason})" if reason else "")
+    loc = [str(p) for p in first.get("loc", ())]
+    kind = {"body": "JSON field", "query": "query parameter", "path": "path part"}.get(loc[0] if loc else "")
+    where = ".".join(loc[1:]) if kind else ".".join(loc)
+    message = str(first.get("msg", "invalid request"))
+    return f"{where}: {message}" + (f" ({kind})" if kind and where else "") if where else message
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return error_response(status, message)
 
@@ -144,6 +172,8 @@ def create_app(
         version=version(),
         description="Offline question answering over your books and Kiwix archives, with citations.",
         lifespan=lifespan,
+        docs_url=None,  # served by _offline_docs, from this machine
+        redoc_url=None,
     )
 
     @app.middleware("http")
@@ -171,6 +201,16 @@ def create_app(
             return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     install_error_shape(app, status_for)  # every 4xx/5xx is {"error": one line}
+
+    @app.exception_handler(FolioError)
+    async def folio_error(_request: Request, exc: FolioError) -> Any:
+        return _error(status_for(exc), http_message(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> Any:
+        return _error(422, validation_message(exc.errors()))
+
+    _offline_docs(app)
 
     def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
         return run_in_threadpool(fn, *args, **kwargs)
@@ -209,6 +249,10 @@ def create_app(
     @app.get("/api/books")
     async def books_route() -> list[dict[str, Any]]:
         return await call(service.books)
+
+    @app.get("/api/books/{book}")
+    async def book_route(book: str) -> dict[str, Any]:
+        return await call(service.book, book)
 
     @app.delete("/api/books/{book}", status_code=202)
     async def remove_route(book: str, dry_run: bool = False) -> Any:
@@ -274,6 +318,56 @@ def create_app(
     if mcp_app is not None:
         app.mount("/mcp", mcp_app)
     return app
+
+
+DOCS_ASSET_TYPES = {"js": "text/javascript", "css": "text/css", "png": "image/png"}
+_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"  # ReDoc's footer logo, the one URL it fetches
+
+
+@functools.cache
+def docs_asset_bytes(name: str) -> bytes | None:
+    """One file of the ``fastapi-offline`` package's Swagger UI and ReDoc assets (None when there is no
+    such file), ReDoc's one CDN reference pointed at the local icon."""
+    static = resources.files("fastapi_offline") / "static"
+    if name not in {p.name for p in static.iterdir()} or name.rpartition(".")[2] not in DOCS_ASSET_TYPES:
+        return None
+    data = (static / name).read_bytes()
+    return data.replace(_CDN_LOGO, f"{DOCS_ASSETS}/favicon.png".encode())
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their scripts, styles and icon served from
+    ``DOCS_ASSETS`` (the files of the ``fastapi-offline`` package): no request leaves the machine."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import Response
+
+    @app.get(DOCS_ASSETS + "/{name}", include_in_schema=False)
+    async def docs_asset(name: str) -> Response:
+        found = docs_asset_bytes(name)
+        if found is None:
+            return _error(404, f"{name}: no such file")
+        return Response(found, media_type=DOCS_ASSET_TYPES[name.rpartition(".")[2]])
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_page() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=str(app.openapi_url),
+            title=f"{app.title} API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from validator.swagger.io
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc_page() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=str(app.openapi_url),
+            title=f"{app.title} API",
+            redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
 
 
 def _mcp_app(service: Service, host: str) -> Any:

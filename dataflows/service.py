@@ -252,6 +252,14 @@ class Service:
         """The library's books (``folio books --json``)."""
         return self.library.books()
 
+    def book(self, book: str) -> dict[str, Any]:
+        """One book's row (``folio books --json``) with its chapters' ids and titles."""
+        book_id = self.library.resolve_book(book)
+        row = next(r for r in self.library.books() if r["book_id"] == book_id)
+        store = self.library.store(book_id)
+        chapters = [{"chapter_id": cid, "title": title} for cid, title in store.titles.items()]
+        return {**row, "chapters": len(chapters), "contents": chapters}
+
     def concepts(self, query: object, book: str | None = None, k: object = None) -> list[dict[str, Any]]:
         """Concept-map matches (``folio concepts --json``)."""
         return api.concept_rows(checked_text("query", query), self.library, book, checked_k(k, 10) or 10)

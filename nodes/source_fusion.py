@@ -275,7 +275,9 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
         return (SourceResult("kiwix", "kiwix", text, (), None, result.query, notes),)
     out = []
     for s in sections:
-        citation = Citation("kiwix", zim=s.source, path=s.path, title=s.title, url=s.url, section=s.section)
+        citation = Citation(
+            "kiwix", zim=s.source, path=s.path, title=s.title, url=s.url, section=s.section, quote=s.text
+        )
         label = f"{s.title} › {s.section}" if s.section else s.title
         out.append(SourceResult("kiwix", label or "kiwix", s.text, (citation,), None, result.query, notes))
     return tuple(out)

@@ -759,6 +759,7 @@ class Citation:
                 "title": self.title,
                 "section": self.section,
                 "url": self.url,
+                "quote": self.quote,
             }
         return {"source": self.kind, "url": self.url, "title": self.title}
 

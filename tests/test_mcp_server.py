@@ -79,6 +79,21 @@ def _agent_schemas() -> dict[str, tuple[str | None, dict[str, Any]]]:
     }
 
 
+def assert_agent_parameters_described(listed: dict[str, tuple[str | None, dict[str, Any]]]) -> None:
+    """Each book tool takes the agent mode's parameters (``k`` added to text_search), with the same
+    types and required ones; the tool and each parameter carry a model's description with an example."""
+    for name, (agent_description, agent) in _agent_schemas().items():
+        description, schema = listed[name]
+        assert description and len(description) > len(agent_description or "") and "Example" in description
+        assert schema["required"] == agent["required"] and schema["additionalProperties"] is False
+        extra = {"k"} if name == "text_search" else set()
+        assert set(schema["properties"]) == set(agent["properties"]) | extra
+        for key, value in schema["properties"].items():
+            assert value.pop("description")
+            expected = agent["properties"].get(key, {"type": "integer", "minimum": 1, "maximum": 20})
+            assert value == {k: v for k, v in expected.items() if k != "description"}
+
+
 # --- pure helpers ------------------------------------------------------------------------------------
 def test_arguments_are_checked_against_the_schema_and_strings_must_hold_text() -> None:
     schema = dict(next(s.input_schema for s in tool_specs() if s.name == "semantic_search"))
@@ -233,7 +248,7 @@ def stdio_transcript(alice_library: Path, tmp_path_factory: pytest.TempPathFacto
 def test_stdio_lists_every_tool_with_the_agent_mode_schemas(stdio_transcript: Transcript) -> None:
     tools = _schemas(stdio_transcript.tools)
     assert list(tools) == BOOK_TOOLS + KIWIX_TOOLS + OTHER_TOOLS
-    assert {name: tools[name] for name in BOOK_TOOLS} == _agent_schemas()
+    assert_agent_parameters_described(tools)
     assert tools["ask"][1]["required"] == ["question"]
     assert tools["kiwix_article_get"][1]["required"] == ["book", "path"]
 
@@ -249,7 +264,7 @@ def test_stdio_text_search_finds_the_chapter_and_chunk_get_returns_its_stored_te
 ) -> None:
     hits = _value(stdio_transcript.results["text_search"])
     assert hits[0]["chapter_title"] == "The Pool Of Tears"
-    assert "Curiouser and curiouser" in hits[0]["text"]
+    assert "**Curiouser** and **curiouser**" in hits[0]["passage"]
     chunk = _value(stdio_transcript.results["chunk_get"])
     assert chunk["location_id"] == hits[0]["location_id"]
     stored = Library(alice_library).store(chunk["book_id"]).chunk(chunk["location_id"].rpartition("/")[2])
@@ -302,7 +317,7 @@ def test_stdio_failing_calls_are_one_line_tool_errors_and_the_next_call_works(
         stdio_transcript.failures, FAILING_CALLS, strict=True
     ):
         assert expected in _error(failed), name
-        assert _value(following)[0]["text"], name
+        assert _value(following)[0]["passage"], name
 
 
 @pytest.mark.slow
@@ -394,7 +409,7 @@ def test_http_client_lists_and_calls_the_tools_at_mcp(served_url: str, path: str
     tools, (search, kiwix, missing, books) = anyio.run(_http_session, served_url + path, mode)
     listed = _schemas(tools)
     assert list(listed) == BOOK_TOOLS + OTHER_TOOLS  # no Kiwix source, no Kiwix tools
-    assert {name: listed[name] for name in BOOK_TOOLS} == _agent_schemas()
+    assert_agent_parameters_described(listed)
     assert [hit["chapter_title"] for hit in _value(search)] == ["Pig And Pepper"]
     assert "no Kiwix source: serve with --zim" in _error(kiwix)
     assert _error(missing) == "chunk_get: no-such-book/ch-1.000: no such location in the books in play"

@@ -104,8 +104,16 @@ def test_each_kiwix_book_is_a_source_result_with_its_section_and_url() -> None:
     two = ContextSection("ray", "Ray Charles", "http://k/ray/A/Ray", 20.0, WHALE, "A/Ray", "")
     results = _kiwix_source_results(kiwix_result(one, two))
     assert [(r.label, r.text) for r in results] == [("Neon › Uses", NEON), ("Ray Charles", WHALE)]
-    assert results[0].citations == (
-        Citation("kiwix", zim="wiki", path="A/Neon", title="Neon", url="zim://wiki/A/Neon", section="Uses"),
+    assert results[0].citations == (  # the passage is the quote, for the page to mark
+        Citation(
+            "kiwix",
+            zim="wiki",
+            path="A/Neon",
+            title="Neon",
+            url="zim://wiki/A/Neon",
+            section="Uses",
+            quote=NEON,
+        ),
     )
     assert _kiwix_source_results(kiwix_result())[0].text == "no results found"
 

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import lxml.etree
 import lxml.html
 
+from folio.nodes.text import plural_stem, word_spans
 from folio.nodes.types import ArticleSection
 
 EXCERPT_CHARS = 300
@@ -389,3 +391,42 @@ def _drop_leading_title(blocks: list[str], *titles: str) -> list[str]:
     if blocks and _same_title(blocks[0], *titles):
         return blocks[1:]
     return blocks
+
+
+def best_passage(text: str, terms: Sequence[str], max_chars: int = EXCERPT_CHARS) -> tuple[int, str]:
+    """The passage of at most ``max_chars`` characters of ``text`` that best matches the query terms.
+
+    The best window holds the most distinct query stems, then the most matching words (ties: the
+    earliest). The passage starts at the sentence holding the window's first match when its matches
+    still fit from there, else at that first match. Returns (start offset in ``text``, passage); a text
+    without any query word gives (0, its first ``max_chars`` characters).
+    """
+    stems = {plural_stem(t) for t in terms}
+    spans = [(start, end, plural_stem(word)) for word, start, end in word_spans(text)]
+    best = (0, 0, 0, 0)  # (distinct stems, matching words, first span, end span) of the best window
+    counts: dict[str, int] = {}
+    hits = end = 0
+    for start, (offset, _, first) in enumerate(spans):
+        end = max(end, start)
+        while end < len(spans) and spans[end][1] - offset <= max_chars:
+            if spans[end][2] in stems:
+                counts[spans[end][2]] = counts.get(spans[end][2], 0) + 1
+                hits += 1
+            end += 1
+        if (len(counts), hits) > best[:2]:
+            best = (len(counts), hits, start, end)
+        if first in stems and start < end:
+            hits -= 1
+            counts[first] -= 1
+            if not counts[first]:
+                del counts[first]
+    if not best[0]:
+        return 0, truncate_words(" ".join(text[: 2 * max_chars].split()), max_chars)
+    matches = [spans[i] for i in range(best[2], best[3]) if spans[i][2] in stems]
+    first_match, last_end = matches[0][0], matches[-1][1]
+    stops = (text.rfind(". ", 0, first_match), text.rfind("\n", 0, first_match))
+    sentence = max([0] + [i + 1 for i in stops if i >= 0])
+    while sentence < first_match and text[sentence].isspace():
+        sentence += 1
+    begin = sentence if last_end - sentence <= max_chars else first_match
+    return begin, truncate_words(" ".join(text[begin : begin + 2 * max_chars].split()), max_chars)

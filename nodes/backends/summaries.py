@@ -81,8 +81,15 @@ class Summary:
 
 
 def central_sentences(text: str, n: int = SUMMARY_SENTENCES) -> list[str]:
-    """The ``n`` sentences of ``text`` sharing most content words with the rest, in text order."""
-    spans = [(s, e) for s, e in sentences(text) if 6 <= len(text[s:e].split()) <= 60]
+    """The ``n`` sentences of ``text`` sharing most content words with the rest, in text order; a
+    sentence that comes again (overlapping chunks repeat their edges) counts once, at its first place."""
+    seen: set[str] = set()
+    spans = []
+    for s, e in sentences(text):
+        words = text[s:e].split()
+        if 6 <= len(words) <= 60 and " ".join(words).lower() not in seen:
+            seen.add(" ".join(words).lower())
+            spans.append((s, e))
     if not spans:
         return [text.strip()[:400]] if text.strip() else []
     bags = [set(content_words(text[s:e])) for s, e in spans]
