@@ -109,6 +109,7 @@ class RawChapter:
 
     title: str
     text: str
+    pages: tuple[tuple[int, str], ...] = ()  # (offset in text, page label) where each page starts
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,12 @@ class ParsedBook:
     """A parsed source file before ids are assigned."""
 
     source_path: str
-    format: str  # "epub" | "txt"
+    format: str  # the reader's format name (readers.table): "epub", "txt", "pdf", "mobi", ...
     title: str
     author: str
     language: str
     chapters: tuple[RawChapter, ...]
+    page_count: int = 0  # pages of a paged format (PDF), 0 otherwise
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class Chapter:
     order: int
     title: str
     text: str
+    pages: tuple[tuple[int, str], ...] = ()  # (offset in text, page label) where each page starts
 
     @property
     def length(self) -> int:

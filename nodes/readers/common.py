@@ -1,0 +1,122 @@
+"""Helpers every reader shares: cleaning inline text, dropping front matter, page marks.
+
+A reader turns a file into sections ``(title, paragraphs)`` (or, for a format with pages, paragraphs with
+the page each starts on: ``(text, page label)``); ``book_chapters``/``located_chapters`` drop no-text
+paragraphs, empty sections and leading front matter (chapters before the first with 100+ words of
+prose), and ``checked_chapters`` refuses a book with no readable text. Limitations: a paragraph that
+runs over a page break is located on the page where it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+from folio.nodes.types import FolioError, RawChapter
+
+Located = tuple[str, str]  # a paragraph and the page it starts on ("" when the format has no pages)
+
+
+def storable(path: str) -> str:
+    """``path`` as valid UTF-8 text: the bytes of a non-UTF-8 file name escaped as ``\\xNN``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def megabytes(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n < 10e6 else f"{n / 1e6:.0f} MB"
+
+
+# --- shared text helpers ---------------------------------------------------------------------------
+
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u2060\ufeff"))
+_WS = re.compile(r"\s+")
+_PROSE_MIN_WORDS = 8
+_SUBSTANTIAL_WORDS = 100
+
+
+def clean_inline(text: str) -> str:
+    """Invisible format characters removed and whitespace runs collapsed to one space."""
+    return _WS.sub(" ", text.translate(_INVISIBLE)).strip()
+
+
+def unwrapped(lines: Iterable[str]) -> str:
+    """One paragraph from hard-wrapped lines: joined with single spaces, whitespace collapsed."""
+    return clean_inline(" ".join(lines))
+
+
+def norm_key(text: str) -> str:
+    """Lower-case letters and digits separated by single spaces (for comparing headings)."""
+    folded = unicodedata.normalize("NFKD", text)
+    folded = "".join(ch for ch in folded if not unicodedata.combining(ch)).lower()
+    return " ".join(re.findall(r"[^\W_]+", folded))
+
+
+def is_prose(paragraph: str) -> bool:
+    """A paragraph of running text: 8+ words, mostly lower-case letters, few numbers, a sentence end."""
+    tokens = paragraph.split()
+    letters = [ch for ch in paragraph if ch.isalpha()]
+    lower = sum(1 for ch in letters if ch.islower())
+    numbers = sum(1 for t in tokens if any(ch.isdigit() for ch in t))
+    return (
+        len(tokens) >= _PROSE_MIN_WORDS
+        and lower >= 0.5 * max(len(letters), 1)
+        and numbers <= 0.1 * len(tokens)
+        and re.search(r"[.!?]", paragraph) is not None
+    )
+
+
+def is_substantial(paragraphs: Sequence[str]) -> bool:
+    """At least 100 words in prose paragraphs."""
+    return sum(len(p.split()) for p in paragraphs if is_prose(p)) >= _SUBSTANTIAL_WORDS
+
+
+def book_chapters(sections: Sequence[tuple[str, Sequence[str]]]) -> tuple[RawChapter, ...]:
+    """Sections to chapters: no-text paragraphs and empty sections dropped, leading front matter dropped."""
+    return located_chapters([(title, [(p, "") for p in paragraphs]) for title, paragraphs in sections])
+
+
+def located_chapters(sections: Sequence[tuple[str, Sequence[Located]]]) -> tuple[RawChapter, ...]:
+    """``book_chapters`` for paragraphs that know their page: each chapter keeps its page marks
+    (``(offset in its text, page label)`` wherever the page changes; none when no paragraph has a page)."""
+    kept = [
+        (title, [lp for lp in located if any(ch.isalnum() for ch in lp[0])]) for title, located in sections
+    ]
+    kept = [(title, located) for title, located in kept if located]
+    first = next((i for i, (_, located) in enumerate(kept) if is_substantial([p for p, _ in located])), 0)
+    return tuple(
+        RawChapter(title=title, text="\n\n".join(p for p, _ in located), pages=page_marks(located))
+        for title, located in kept[first:]
+    )
+
+
+def page_marks(located: Sequence[Located]) -> tuple[tuple[int, str], ...]:
+    """``(offset, page)`` where each new page starts in the paragraphs joined with blank lines."""
+    marks: list[tuple[int, str]] = []
+    offset = 0
+    for paragraph, page in located:
+        if page and (not marks or marks[-1][1] != page):
+            marks.append((offset, page))
+        offset += len(paragraph) + 2
+    return tuple(marks)
+
+
+def page_span(marks: Sequence[tuple[int, str]], start: int, end: int) -> str:
+    """The page (``"53"``) or page range (``"53-54"``) of chapter offsets ``start``:``end``; "" when the
+    chapter has no pages."""
+    first = last = ""
+    for offset, page in marks:
+        if offset <= start:
+            first = page
+        if offset < max(end, start + 1):
+            last = page
+    if not first and marks:
+        first = marks[0][1]
+    return first if last in ("", first) else f"{first}-{last}"
+
+
+def checked_chapters(chapters: tuple[RawChapter, ...], source: str) -> tuple[RawChapter, ...]:
+    if not chapters or not any(re.search(r"[^\W\d_]{2,}", c.text) for c in chapters):
+        raise FolioError(source, "no readable text found in this book")
+    return chapters
