@@ -68,14 +68,14 @@ def _pieces(page: Any, raw: Any) -> tuple[list[Piece], float, float]:
     textpage = page.get_textpage()
     pieces = []
     for i in range(textpage.count_rects()):
-        l, b, r, t = textpage.get_rect(i)
-        cx, cy = (l + r) / 2, (b + t) / 2
-        text = textpage.get_text_bounded(l, b, r, t)
+        x0, b, x1, t = textpage.get_rect(i)
+        cx, cy = (x0 + x1) / 2, (b + t) / 2
+        text = textpage.get_text_bounded(x0, b, x1, t)
         if not (left <= cx <= right and bottom <= cy <= top) or not any(ch.isalnum() for ch in text):
             continue  # outside the crop box (printer's marks), or an ornament
-        index = raw.FPDFText_GetCharIndexAtPos(textpage.raw, l + 0.5, cy, 2.0, 2.0)
+        index = raw.FPDFText_GetCharIndexAtPos(textpage.raw, x0 + 0.5, cy, 2.0, 2.0)
         size = raw.FPDFText_GetFontSize(textpage.raw, index) if index >= 0 else 0.0
-        pieces.append(Piece(l, b, r, t, text, size))
+        pieces.append(Piece(x0, b, x1, t, text, size))
     textpage.close()
     return pieces, left, right
 
@@ -88,7 +88,7 @@ def _outline(doc: Any) -> list[tuple[int, str, int, float | None]]:
         index = dest.get_index() if dest is not None else None
         if index is None:
             continue
-        mode, pos = dest.get_view()
+        _mode, pos = dest.get_view()
         top = pos[1] if len(pos) >= 2 and pos[1] else None
         entries.append((item.level, " ".join(item.get_title().split()), index, top))
     return entries
@@ -101,12 +101,10 @@ def outline_starts(
     deep = any(level >= 2 for level, *_ in entries)
     tops = [e for e in entries if e[0] == 0]
     starts = []
-    for n, (level, title, index, top) in enumerate(entries):
-        if level == 0:
+    for level, title, index, top in entries:
+        if title and (level == 0 or (level == 1 and (deep or len(tops) == 1))):
             starts.append((title, index, top))
-        elif level == 1 and (deep or len(tops) == 1):
-            starts.append((title, index, top))
-    return [s for n, s in enumerate(starts) if s[0]]
+    return starts
 
 
 def page_labels(pdf_labels: Sequence[str], printed: Sequence[str]) -> list[str]:

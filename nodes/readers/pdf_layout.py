@@ -13,6 +13,7 @@ dropped and the word joined). Limitations: three or more columns read as one; ta
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -67,7 +68,7 @@ def _columns(pieces: Sequence[Piece], left: float, right: float) -> list[int]:
 def _joined(pieces: Sequence[Piece]) -> str:
     pieces = sorted(pieces, key=lambda p: p.left)
     out = pieces[0].text
-    for prev, cur in zip(pieces, pieces[1:], strict=False):
+    for prev, cur in itertools.pairwise(pieces):
         gap = cur.left - prev.right
         if gap < -0.5 * _height(cur) and cur.text.startswith(prev.text.strip()) and out.endswith(prev.text):
             out = out[: len(out) - len(prev.text)]  # overlapping boxes: the second holds the first's text
@@ -137,7 +138,9 @@ def _shape(text: str) -> str:
 def is_page_number(text: str) -> bool:
     """A bare page number: arabic or roman, optionally with dashes or "Page"."""
     core = re.sub(r"^(page|p\.)\s*|[\s\-–—.]", "", text.strip(), flags=re.IGNORECASE)
-    return bool(core) and (core.isdigit() and len(core) <= 5 or bool(_ROMAN.match(core)) and len(core) <= 7)
+    return bool(core) and (
+        (core.isdigit() and len(core) <= 5) or (bool(_ROMAN.match(core)) and len(core) <= 7)
+    )
 
 
 def _edges(lines: Sequence[Line]) -> list[int]:
@@ -185,7 +188,7 @@ def printed_numbers(pages: Sequence[Sequence[Line]], dropped: Sequence[set[int]]
     keys = sorted(agreeing)
     for index in keys:
         out[index] = str(agreeing[index])
-    for a, b in zip(keys, keys[1:], strict=False):
+    for a, b in itertools.pairwise(keys):
         if agreeing[b] - agreeing[a] == b - a:
             for index in range(a + 1, b):
                 out[index] = str(agreeing[a] + index - a)
@@ -217,12 +220,12 @@ def paragraphs(lines: Sequence[Line], left: float, right: float) -> list[tuple[s
     first paragraph to the previous page's last one when that did not end a sentence."""
     if not lines:
         return []
-    gaps = sorted(a.bottom - b.top for a, b in zip(lines, lines[1:], strict=False) if a.column == b.column)
+    gaps = sorted(a.bottom - b.top for a, b in itertools.pairwise(lines) if a.column == b.column)
     pitch = max(gaps[len(gaps) // 2] if gaps else 0.0, 0.3 * _height(lines[0])) + 0.5 * _height(lines[0])
     col_right = {c: max(ln.right for ln in lines if ln.column == c) for c in {ln.column for ln in lines}}
     width = right - left
     out: list[str] = [_clean(lines[0].text)]
-    for prev, cur in zip(lines, lines[1:], strict=False):
+    for prev, cur in itertools.pairwise(lines):
         text = _clean(cur.text)
         if _breaks(prev, cur, pitch, col_right[prev.column], width / (2 if prev.column else 1)):
             out.append(text)
