@@ -98,12 +98,12 @@ def _encrypts_content(encryption_xml: bytes) -> bool:
 # --- EPUB: table of contents -----------------------------------------------------------------------
 
 # A TOC node is ``(title, href or "", children)``.
-_TocNode = tuple[str, str, tuple[Any, ...]]
+TocNode = tuple[str, str, tuple[Any, ...]]
 
 
-def _toc_nodes(toc: Any) -> tuple[_TocNode, ...]:
+def _toc_nodes(toc: Any) -> tuple[TocNode, ...]:
     """ebooklib's ``book.toc`` (Links, Sections and ``(Section, children)`` pairs) as plain tuples."""
-    nodes: list[_TocNode] = []
+    nodes: list[TocNode] = []
     for entry in toc or ():
         if isinstance(entry, tuple | list) and len(entry) == 2:
             head, children = entry
@@ -132,7 +132,7 @@ def _norm_path(path: str) -> str:
     return "/".join(parts)
 
 
-def toc_starts(nodes: Sequence[_TocNode]) -> list[tuple[str, str]]:
+def toc_starts(nodes: Sequence[TocNode]) -> list[tuple[str, str]]:
     """The ``(title, href)`` entries that start chapters, in TOC order (rule in the module docstring)."""
     level = _linked(nodes)
     starts: list[tuple[str, str]] = []
@@ -144,9 +144,9 @@ def toc_starts(nodes: Sequence[_TocNode]) -> list[tuple[str, str]]:
     return starts
 
 
-def _linked(nodes: Sequence[_TocNode]) -> list[_TocNode]:
+def _linked(nodes: Sequence[TocNode]) -> list[TocNode]:
     """The nodes of one TOC level; a node without a link is a label and its children take its place."""
-    out: list[_TocNode] = []
+    out: list[TocNode] = []
     for node in nodes:
         out.extend([node] if node[1] else _linked(node[2]))
     return out

@@ -88,6 +88,25 @@ _PG_CREDIT = re.compile(
 )
 
 
+def without_gutenberg(sections: Sequence[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """Sections of a converted Project Gutenberg book (HTML, MOBI) without its header and footer: every
+    paragraph up to the last "*** START OF ..." marker, and from the "*** END OF ..." marker on, dropped
+    (a no-op without markers)."""
+    flat = [(n, i) for n, (_, paragraphs) in enumerate(sections) for i in range(len(paragraphs))]
+
+    def at(n: int, i: int) -> str:
+        return sections[n][1][i]
+
+    starts = [k for k, (n, i) in enumerate(flat) if _PG_START.search(at(n, i))]
+    first = starts[-1] + 1 if starts else 0
+    end = next((k for k, (n, i) in enumerate(flat) if k >= first and _PG_END.search(at(n, i))), len(flat))
+    keep = set(flat[first:end])
+    return [
+        (title, [p for i, p in enumerate(paragraphs) if (n, i) in keep])
+        for n, (title, paragraphs) in enumerate(sections)
+    ]
+
+
 def gutenberg_split(text: str) -> tuple[str, str]:
     """``(header, body)``: the Project Gutenberg header and footer cut off (no-op without markers).
 
