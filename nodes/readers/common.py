@@ -120,3 +120,31 @@ def checked_chapters(chapters: tuple[RawChapter, ...], source: str) -> tuple[Raw
     if not chapters or not any(re.search(r"[^\W\d_]{2,}", c.text) for c in chapters):
         raise FolioError(source, "no readable text found in this book")
     return chapters
+
+
+def heading_sections(
+    blocks: Sequence[tuple[int, str]], level: int, title: str
+) -> list[tuple[str, list[str]]]:
+    """Blocks ``(heading level or 0 for a paragraph, text)`` cut into ``(title, paragraphs)`` at every
+    heading of ``level`` or above; consecutive such headings make one title, deeper headings stay in the
+    text as paragraphs; text before the first heading is a section titled ``title``."""
+    sections: list[tuple[str, list[str]]] = [(title, [])]
+    joining = False
+    for depth, text in blocks:
+        if 0 < depth <= level:
+            if joining:
+                sections[-1] = (f"{sections[-1][0]} {text}", sections[-1][1])
+            else:
+                sections.append((text, []))
+            joining = True
+        else:
+            sections[-1][1].append(text)
+            joining = False
+    return sections
+
+
+def top_level(blocks: Sequence[tuple[int, str]]) -> int:
+    """The shallowest heading level used at least twice (a lone title above the chapters is skipped);
+    6 when there is none."""
+    counts = [sum(1 for depth, _ in blocks if depth == n) for n in range(7)]
+    return next((n for n in range(1, 7) if counts[n] >= 2), 6)

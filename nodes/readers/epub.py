@@ -49,6 +49,8 @@ def epub_container_problem(zf: zipfile.ZipFile, max_bytes: int = MAX_BOOK_BYTES)
         mimetype = zf.read("mimetype").decode("ascii", "replace").strip()
         if mimetype != "application/epub+zip":
             return f"a zip archive but not an EPUB (mimetype is {mimetype!r})"
+    if "META-INF/license.lcpl" in names:
+        return "DRM-protected EPUB (Readium LCP: META-INF/license.lcpl); Folio reads only DRM-free books"
     if "META-INF/rights.xml" in names:
         return "DRM-protected EPUB (META-INF/rights.xml); Folio reads only DRM-free books"
     entities = _entity_document(zf)

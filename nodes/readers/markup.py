@@ -162,8 +162,9 @@ def _is_skipped(el: etree._Element) -> bool:
     )
 
 
-def html_blocks(content: bytes) -> tuple[list[HtmlBlock], dict[str, int]]:
-    """A document's text blocks in order and ``{element id: index of the first block at or after it}``."""
+def html_blocks(content: bytes, levels: bool = False) -> tuple[list[HtmlBlock], dict[str, int]]:
+    """A document's text blocks in order and ``{element id: index of the first block at or after it}``
+    (with ``levels``, a heading's kind is its element name, "h1" to "h6", instead of "h")."""
     root = html_root(content)
     blocks: list[HtmlBlock] = []
     ids: dict[str, int] = {}
@@ -188,7 +189,8 @@ def html_blocks(content: bytes) -> tuple[list[HtmlBlock], dict[str, int]]:
             ids.setdefault(el.get("id"), len(blocks))
         skipped = skipped or _is_skipped(el)
         if is_block:
-            kinds.append("h" if re.fullmatch(r"h[1-6]", tag) else "p")
+            heading = re.fullmatch(r"h[1-6]", tag)
+            kinds.append(("h" if not levels else tag) if heading else "p")
         if tag == "br" and not skipped:
             buffer.append(" ")
         if el.text and not skipped and isinstance(el.tag, str):
