@@ -43,6 +43,7 @@ def _descriptor(
         "chunk_overlap": chunk_overlap,
         "n_chunks": len(chunks),
         "n_windows": n_windows,
+        "characters": sum(c.length for c in manifest.chapters),  # with each chapter's offset: positions
         "chapters": [
             {
                 "chapter_id": c.chapter_id,
@@ -50,6 +51,8 @@ def _descriptor(
                 "title": c.title,
                 "length": c.length,
                 "n_chunks": per_chapter.get(c.chapter_id, 0),
+                "offset": sum(p.length for p in manifest.chapters[: c.order]),
+                **({"pages": [list(mark) for mark in c.pages]} if c.pages else {}),
             }
             for c in manifest.chapters
         ],

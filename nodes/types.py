@@ -732,16 +732,22 @@ class Citation:
     url: str = ""
     section: str = ""  # Kiwix: the article section of the passage ("" = the lead)
     quote: str = ""  # the cited text itself (a book answer: the sentence or passage at start:end)
+    book_title: str = ""  # a book citation located in its book (``located_citation``): the book's title,
+    page: str = ""  # the page or page range of a paged format (PDF: printed label, else number), and
+    percent: float | None = None  # the position in the book, 0-100 (EPUB, MOBI and other flowing text)
 
     def as_dict(self) -> dict[str, object]:
         if self.kind == "book":
             return {
                 "book_id": self.book_id,
+                "book_title": self.book_title,
                 "chapter_id": self.chapter_id,
                 "chapter_title": self.chapter_title,
                 "chunk_id": self.chunk_id,
                 "start": self.start,
                 "end": self.end,
+                "page": self.page,
+                "percent": self.percent,
                 "quote": self.quote,
             }
         if self.kind == "kiwix":

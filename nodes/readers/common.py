@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
-from folio.nodes.types import FolioError, RawChapter
+from folio.nodes.types import Citation, FolioError, RawChapter
 
 Located = tuple[str, str]  # a paragraph and the page it starts on ("" when the format has no pages)
 
@@ -148,3 +150,33 @@ def top_level(blocks: Sequence[tuple[int, str]]) -> int:
     6 when there is none."""
     counts = [sum(1 for depth, _ in blocks if depth == n) for n in range(7)]
     return next((n for n in range(1, 7) if counts[n] >= 2), 6)
+
+
+def located_citation(citation: Citation, descriptor: Mapping[str, Any]) -> Citation:
+    """A book citation with its book's title and its location: the page (range) of its span when its
+    chapter has page marks, else its position in the book as a percentage of the book's characters
+    (needs the descriptor's chapter ``offset`` and ``characters``; unchanged for other books)."""
+    if citation.kind != "book":
+        return citation
+    chapters = descriptor.get("chapters") or []
+    chapter = next((c for c in chapters if c.get("chapter_id") == citation.chapter_id), None)
+    page, percent = "", None
+    if chapter is not None and chapter.get("pages"):
+        marks = [(int(offset), str(label)) for offset, label in chapter["pages"]]
+        page = page_span(marks, citation.start, citation.end)
+    elif chapter is not None and descriptor.get("characters") and "offset" in chapter:
+        percent = round(100.0 * (int(chapter["offset"]) + citation.start) / int(descriptor["characters"]), 1)
+    return replace(citation, book_title=str(descriptor.get("title") or ""), page=page, percent=percent)
+
+
+def location_text(citation: Citation) -> str:
+    """How a located book citation reads: "Free Culture, ch. 3: Catalogs, p. 48" ("" when not located)."""
+    if citation.kind != "book" or not citation.book_title:
+        return ""
+    parts = [citation.book_title, f"ch. {citation.chapter_title}" if citation.chapter_title else ""]
+    if citation.page:
+        pages = citation.page.replace("pdf ", "PDF page ")
+        parts.append(pages if pages.startswith("PDF") else f"{'pp' if '-' in pages else 'p'}. {pages}")
+    elif citation.percent is not None:
+        parts.append(f"{citation.percent:g}%")
+    return ", ".join(p for p in parts if p)
