@@ -38,6 +38,8 @@ SUITE = (
     "interrupt/ctrl-c-during-ask-hanging-llm",
     "pipe/closed-books-json",
     "holds/second-writer-is-refused-in-one-line",
+    "book-formats/pdf-100000-empty-pages",
+    "book-formats/zip-bomb-docx",
 )
 FAST = [c for c in CASES if c.key in SUITE]
 

@@ -249,8 +249,8 @@ def _read_pages(source_path: str, doc: Any) -> tuple[list[list[Line]], float, fl
     if not any(pages):
         raise FolioError(
             source_path,
-            f"no text layer in this PDF ({len(doc)} pages of scanned images or drawn text): OCR it first,"
-            " e.g. ocrmypdf in.pdf out.pdf, then ingest out.pdf",
+            f"no text layer in this PDF ({len(doc)} page(s) without text: a scan, text drawn as curves,"
+            " or blank pages): OCR it first, e.g. ocrmypdf in.pdf out.pdf, then ingest out.pdf",
         )
     return pages, left, right
 
