@@ -619,8 +619,7 @@ def test_gutenberg_split_leaves_text_without_markers_alone() -> None:
 
 def test_unwrapped_joins_hard_wrapped_lines_with_single_spaces() -> None:
     assert (
-        common.unwrapped(["  It was a", "dark   and\tstormy", " night."])
-        == "It was a dark and stormy night."
+        common.unwrapped(["  It was a", "dark   and\tstormy", " night."]) == "It was a dark and stormy night."
     )
     assert common.clean_inline("soft\u00adhy\u200bphen\u2060—dash ") == "softhyphen—dash"
 

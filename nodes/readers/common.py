@@ -1,10 +1,10 @@
 """Helpers every reader shares: cleaning inline text, dropping front matter, page marks.
 
-A reader turns a file into sections ``(title, paragraphs)`` (or, for a format with pages, paragraphs with
-the page each starts on: ``(text, page label)``); ``book_chapters``/``located_chapters`` drop no-text
+A reader turns a file into sections ``(title, paragraphs)`` (or, for a format with pages, paragraphs
+with the pages they are on: ``(text, ((offset in text, page label), ...))``); ``book_chapters`` and
+``located_chapters`` drop no-text
 paragraphs, empty sections and leading front matter (chapters before the first with 100+ words of
-prose), and ``checked_chapters`` refuses a book with no readable text. Limitations: a paragraph that
-runs over a page break is located on the page where it starts.
+prose), and ``checked_chapters`` refuses a book with no readable text.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 
 from folio.nodes.types import Citation, FolioError, RawChapter
 
-Located = tuple[str, str]  # a paragraph and the page it starts on ("" when the format has no pages)
+# A paragraph and where its pages start in it: ``((0, "47"), (310, "48"))`` (empty without pages).
+Located = tuple[str, tuple[tuple[int, str], ...]]
 
 
 def storable(path: str) -> str:
@@ -76,7 +77,7 @@ def is_substantial(paragraphs: Sequence[str]) -> bool:
 
 def book_chapters(sections: Sequence[tuple[str, Sequence[str]]]) -> tuple[RawChapter, ...]:
     """Sections to chapters: no-text paragraphs and empty sections dropped, leading front matter dropped."""
-    return located_chapters([(title, [(p, "") for p in paragraphs]) for title, paragraphs in sections])
+    return located_chapters([(title, [(p, ()) for p in paragraphs]) for title, paragraphs in sections])
 
 
 def located_chapters(sections: Sequence[tuple[str, Sequence[Located]]]) -> tuple[RawChapter, ...]:
@@ -97,9 +98,10 @@ def page_marks(located: Sequence[Located]) -> tuple[tuple[int, str], ...]:
     """``(offset, page)`` where each new page starts in the paragraphs joined with blank lines."""
     marks: list[tuple[int, str]] = []
     offset = 0
-    for paragraph, page in located:
-        if page and (not marks or marks[-1][1] != page):
-            marks.append((offset, page))
+    for paragraph, pages in located:
+        for at, page in pages:
+            if page and (not marks or marks[-1][1] != page):
+                marks.append((offset + at, page))
         offset += len(paragraph) + 2
     return tuple(marks)
 

@@ -59,12 +59,8 @@ def heading_levels(styles: Any) -> dict[str, int]:
             levels[sid] = -1
         elif match:
             levels[sid] = int(match.group(1))
-        elif (
-            outline is not None
-            and (outline.get(f"{_W}val") or "").isdigit()
-            and int(outline.get(f"{_W}val")) < 9
-        ):
-            levels[sid] = int(outline.get(f"{_W}val")) + 1
+        elif outline.isdigit() and int(outline) < 9:
+            levels[sid] = int(outline) + 1
         elif name.strip().lower() == "title":
             levels[sid] = 1
     return levels

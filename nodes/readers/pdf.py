@@ -12,7 +12,7 @@ has labels, else the number printed in its header or footer, else the page's num
 
 Refused in one line: a password-protected or damaged PDF, more than ``MAX_PDF_PAGES`` pages, a PDF
 without a text layer (a scan or text drawn as curves: OCR it first). Limitations: a paragraph running
-over a page break is located on its first page; tables read row by row; no OCR here.
+tables read row by row; no OCR here.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from folio.nodes.types import FolioError, ParsedBook
 MAX_PDF_PAGES = 20_000  # more pages than this is refused before any page is read
 INSTALL = "pip install pypdfium2 (or reinstall Folio: it is a core dependency)"
 _BY_LINE = re.compile(
-    r"^(?:(?:from|translated)\b[^.;:]{0,60}?,?\s+)?by\s+[A-Z][\w.'’·,\- ]{1,60}$", re.IGNORECASE
+    r"^(?:(?:from|translated)\b[^.;]{0,80}?,?\s+)?by\s+[A-Z][\w.'’·,\- ]{1,60}$", re.IGNORECASE
 )
 _HEADING_SIZE = 1.3
 
@@ -130,7 +130,7 @@ def _heading_lines(lines: Sequence[Line], body_size: float) -> set[int]:
     font followed by a "by Author" line."""
     found = {i for i, ln in enumerate(lines) if body_size and ln.size >= _HEADING_SIZE * body_size}
     for i, line in enumerate(lines):
-        if not _BY_LINE.match(line.text) or len(line.text.split()) > 10:
+        if not _BY_LINE.match(line.text) or len(line.text.split()) > 16:
             continue
         start = i
         while start > 0 and i - start < 3 and _is_title_line(lines[start - 1], line):
@@ -212,13 +212,14 @@ def _sections(
                 sections.append((text, []))
                 open_paragraph = False
             elif kind == "h" and sections[-1][1]:
-                sections[-1][1].append((text, labels[index]))
+                sections[-1][1].append((text, ((0, labels[index]),)))
             elif kind == "p" and open_paragraph and sections[-1][1]:
-                paragraph, page = sections[-1][1][-1]
-                sections[-1][1][-1] = (continued(paragraph, text), page)
+                paragraph, pages = sections[-1][1][-1]
+                joined = continued(paragraph, text)  # ends with ``text``: the new page starts there
+                sections[-1][1][-1] = (joined, (*pages, (len(joined) - len(text), labels[index])))
                 open_paragraph = not ended
             elif kind == "p":
-                sections[-1][1].append((text, labels[index]))
+                sections[-1][1].append((text, ((0, labels[index]),)))
                 open_paragraph = not ended
     return sections
 

@@ -5,7 +5,7 @@ groups one page's pieces into lines in reading order: a page with two columns (p
 left or right half, with few pieces across the middle) reads its full-width block at the top, then the
 left column, then the right one, then any full-width block below. ``furniture`` finds the running headers
 and footers (the top and bottom two lines of a page that are a bare page number, or whose letters repeat
-on at least 3 pages and 5% of them); ``printed_numbers`` reads the page number those lines print.
+on at least 3 pages); ``printed_numbers`` reads the page number those lines print.
 ``paragraphs`` joins a page's lines into paragraphs (a larger gap, an indent after a sentence end, or a
 short line ending a sentence starts a new one; a hyphen at a line end followed by a lower-case letter is
 dropped and the word joined). Limitations: three or more columns read as one; tables read row by row.
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 _SOFT_HYPHEN = "\x02\u00ad"
-_ROMAN = re.compile(r"^[ivxlcdm]+$", re.IGNORECASE)
+_ROMAN = re.compile(r"^[ivxlc]+$", re.IGNORECASE)  # front matter: no D or M (not "cm")
 _SENTENCE_END = re.compile(r"""[.!?:]["'”’)\]]*$""")
 _EDGE_LINES = 2  # header/footer candidates: this many lines at the top and at the bottom of a page
 
@@ -153,15 +153,11 @@ def furniture(pages: Sequence[Sequence[Line]]) -> list[set[int]]:
     counts: Counter[str] = Counter()
     for lines in pages:
         counts.update({_shape(lines[i].text) for i in _edges(lines)} - {""})
-    repeated = {s for s, n in counts.items() if n >= max(3, 0.05 * len(pages))}
+    repeated = {s for s, n in counts.items() if n >= 3}
     out: list[set[int]] = []
     for lines in pages:
         out.append(
-            {
-                i
-                for i in _edges(lines)
-                if is_page_number(lines[i].text) or (_shape(lines[i].text) in repeated and len(lines) > 2)
-            }
+            {i for i in _edges(lines) if is_page_number(lines[i].text) or _shape(lines[i].text) in repeated}
         )
     return out
 
