@@ -214,9 +214,9 @@ def _sections(
             elif kind == "h" and sections[-1][1]:
                 sections[-1][1].append((text, ((0, labels[index]),)))
             elif kind == "p" and open_paragraph and sections[-1][1]:
-                paragraph, pages = sections[-1][1][-1]
+                paragraph, marks = sections[-1][1][-1]
                 joined = continued(paragraph, text)  # ends with ``text``: the new page starts there
-                sections[-1][1][-1] = (joined, (*pages, (len(joined) - len(text), labels[index])))
+                sections[-1][1][-1] = (joined, (*marks, (len(joined) - len(text), labels[index])))
                 open_paragraph = not ended
             elif kind == "p":
                 sections[-1][1].append((text, ((0, labels[index]),)))
