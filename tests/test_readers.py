@@ -347,3 +347,13 @@ def test_a_citation_is_located_by_page_or_by_percent() -> None:
     located = common.located_citation(cite, flowing)
     assert located.percent == 32.5 and located.as_dict()["percent"] == 32.5
     assert common.location_text(located) == "Hound, ch. 3: Catalogs, 32.5%"
+
+
+def test_the_formats_bench_measures_reader_speed_and_pdf_memory() -> None:
+    from folio.dataflows.formats_bench import pdf_peak_memory, reader_speed
+
+    row = reader_speed(FORMATS / "pdf/pdkids-public-domain-stories.pdf")
+    assert row is not None and row["pages"] == 55 and row["pages_per_s"] > 0 and row["mb_per_s"] > 0
+    assert reader_speed(FORMATS / "mobi/libmobi-drm-v2.mobi") is None  # refused: no speed
+    memory = pdf_peak_memory(FORMATS / "pdf/pdkids-public-domain-stories.pdf")
+    assert memory["peak_rss_mb"] > memory["import_only_peak_rss_mb"] > 10

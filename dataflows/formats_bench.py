@@ -1,0 +1,106 @@
+"""``make bench`` section ``formats`` (issue 28): how fast each reader reads the real files of
+``formats/`` beside the books, and the peak memory of reading the 352-page PDF.
+
+- ``readers``: for every readable file of ``formats/`` (the Calibre libraries aside), the reader's wall
+  and CPU seconds (best of 2 in this process, the first read warming imports), MB/s of the source file,
+  pages/s for a PDF, chapters and words.
+- ``pdf_peak_memory``: *Free Culture* (352 pages) read in a fresh process, its peak RSS beside the peak
+  RSS of a process that only imports the reader (the difference is what reading the PDF costs).
+
+Parsing is the part of ingest each format changes; the rest of ingest (chunking, embedding, indexing)
+is the same for every format and measured by the ``books`` section. Every row carries the load average:
+the machine may be shared. Limitations: wall times on a loaded machine are noisy; CPU times steadier.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from folio.nodes.parsing import parsed_book
+from folio.nodes.types import FolioError
+
+FREE_CULTURE = "formats/pdf/lessig-free-culture.pdf"
+
+
+def _timed(path: Path) -> tuple[float, float, Any]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    book = parsed_book(str(path))
+    return time.perf_counter() - wall, time.process_time() - cpu, book
+
+
+def reader_speed(path: Path) -> dict[str, Any] | None:
+    """One file's reader speed (best of 2), or None when the reader refuses the file."""
+    try:
+        runs = [_timed(path) for _ in range(2)]
+    except FolioError:
+        return None
+    wall, cpu, book = min(runs, key=lambda r: r[0])
+    megabytes = path.stat().st_size / 1e6
+    row: dict[str, Any] = {
+        "format": book.format,
+        "megabytes": round(megabytes, 2),
+        "seconds": round(wall, 3),
+        "cpu_seconds": round(cpu, 3),
+        "mb_per_s": round(megabytes / wall, 2) if wall else None,
+        "chapters": len(book.chapters),
+        "words": sum(len(c.text.split()) for c in book.chapters),
+    }
+    if book.page_count:
+        row["pages"] = book.page_count
+        row["pages_per_s"] = round(book.page_count / wall, 1) if wall else None
+    return row
+
+
+_HIGH_WATER = "import re; print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))"
+
+
+def _child_peak_mb(code: str, *args: str) -> float:
+    """Peak RSS (MB) of a fresh Python process running ``code``: its own high-water mark (``VmHWM``,
+    reset at exec; a forked child's ``ru_maxrss`` would count the parent's memory)."""
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}; {_HIGH_WATER}", *args], capture_output=True, text=True, check=False
+    )
+    if out.returncode or not out.stdout.strip().isdigit():
+        raise FolioError(code, f"the measuring process failed (exit {out.returncode})")
+    return round(int(out.stdout.strip()) / 1024, 1)
+
+
+def pdf_peak_memory(path: Path) -> dict[str, Any]:
+    imports = "from folio.nodes.parsing import parsed_book; import pypdfium2"
+    baseline = _child_peak_mb(imports)
+    reading = _child_peak_mb(f"{imports}; import sys; parsed_book(sys.argv[1])", str(path))
+    return {
+        "file": path.name,
+        "peak_rss_mb": reading,
+        "import_only_peak_rss_mb": baseline,
+        "reading_costs_mb": round(reading - baseline, 1),
+    }
+
+
+def formats_bench(data_dir: Path) -> dict[str, Any]:
+    """The ``formats`` section: reader speed per file and the 352-page PDF's peak memory."""
+    root = data_dir / "formats"
+    skipped = ("SOURCES.md", "MANIFEST.sha256")
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and "calibre" not in p.relative_to(root).parts
+        and p.name not in skipped
+        and not p.name.endswith(".ground-truth.txt")
+    )
+    readers = {}
+    for path in files:
+        row = reader_speed(path)
+        if row is not None:
+            readers[path.relative_to(root).as_posix()] = row
+    return {
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "readers": readers,
+        "pdf_peak_memory": pdf_peak_memory(data_dir / FREE_CULTURE),
+    }
