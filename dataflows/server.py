@@ -5,7 +5,9 @@
 Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; OpenAPI page at ``/docs``):
 
 - ``GET /api/health`` · ``GET /api/version``
-- ``POST /api/ask`` ``{"question": "..."}`` → the answer with its citations
+- ``POST /api/ask`` ``{"question": "..."}`` → the answer with its citations (a book citation's ``page``
+  or ``percent`` locates it; ``GET /api/books/{book}/pages/{page}.png?q=QUOTE`` renders a PDF page with
+  the quote marked)
 - ``GET /api/search?q=...&mode=hybrid&k=10&book=ID&chapter=ID`` → hits
 - ``GET /api/books`` · ``DELETE /api/books/{book}`` (a remove job) ·
   ``GET /api/books/{book}/chapters/{chapter_id}`` · ``GET /api/books/{book}/chunks/{chunk_id}``
@@ -41,7 +43,7 @@ from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from folio.dataflows.service import Service, version
@@ -196,6 +198,10 @@ def create_app(service: Service, token: str | None = None, host: str = "127.0.0.
     @app.get("/api/books/{book}/chapters/{chapter_id}")
     async def chapter_route(book: str, chapter_id: str) -> dict[str, Any]:
         return await call(service.chapter, book, chapter_id)
+
+    @app.get("/api/books/{book}/pages/{page}.png", response_class=Response)
+    async def page_route(book: str, page: str, q: str = "") -> Response:
+        return Response(await call(service.page_image, book, page, q), media_type="image/png")
 
     @app.get("/api/books/{book}/chunks/{chunk_id}")
     async def chunk_route(book: str, chunk_id: str) -> dict[str, Any]:

@@ -122,6 +122,7 @@ def manifest(parsed_book: ParsedBook) -> Manifest:
             Chapter(chapter_id=cid, order=i, title=c.title, text=c.text, pages=c.pages)
             for i, (cid, c) in enumerate(zip(ids, parsed_book.chapters, strict=True))
         ),
+        page_labels=parsed_book.page_labels,
     )
 
 

@@ -56,6 +56,7 @@ def _descriptor(
             }
             for c in manifest.chapters
         ],
+        **({"page_labels": list(manifest.page_labels)} if manifest.page_labels else {}),
     }
 
 

@@ -123,6 +123,7 @@ class ParsedBook:
     language: str
     chapters: tuple[RawChapter, ...]
     page_count: int = 0  # pages of a paged format (PDF), 0 otherwise
+    page_labels: tuple[str, ...] = ()  # each page's label, in file order (PDF)
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ class Manifest:
     format: str
     content_hash: str
     chapters: tuple[Chapter, ...]
+    page_labels: tuple[str, ...] = ()  # a paged format's page labels in file order (PDF), else empty
 
     def chapter(self, chapter_id: str) -> Chapter:
         for chapter in self.chapters:

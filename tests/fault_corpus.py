@@ -2472,6 +2472,22 @@ def _password_pdf(ctx: Ctx) -> Path:
     return path
 
 
+def _blank_pdf(ctx: Ctx) -> Path:
+    """Three blank pages: no text layer, and nothing for OCR (``folio[ocr]``) to find either."""
+    pages = [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] >>"] * 3
+    path = ctx.path("blank.pdf")
+    path.write_bytes(
+        _pdf_bytes(
+            [
+                b"<< /Type /Catalog /Pages 2 0 R >>",
+                b"<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 3 >>",
+                *pages,
+            ]
+        )
+    )
+    return path
+
+
 def _damaged_pdf(ctx: Ctx) -> Path:
     path = ctx.path("damaged.pdf")
     path.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 200)
@@ -2511,8 +2527,8 @@ cases(
         "pdf-100000-empty-pages": (_ingest(_empty_pages_pdf, ("empty-pages.pdf", "100,000"), limit=60), True),
         "pdf-password-protected": (_ingest(_password_pdf, ("locked.pdf", "password"), limit=30), True),
         "pdf-damaged": (_ingest(_damaged_pdf, ("damaged.pdf", "damaged PDF"), limit=30), True),
-        "pdf-scanned-no-text-layer": (
-            _ingest(_real_format_file("pdf/scanned-huck-finn-ch2-page22.pdf"), ("no text layer",), limit=30),
+        "pdf-blank-pages-no-text-layer": (
+            _ingest(_blank_pdf, ("blank.pdf", "no text layer"), limit=60),
             True,
         ),
         "mobi-drm": (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from folio.nodes.parsing import parsed_book
-from folio.nodes.readers import common, mobi, pdf, pdf_layout, table
+from folio.nodes.readers import common, mobi, ocr, pdf, pdf_layout, table
 from folio.nodes.readers.pdf_layout import Line, Piece
 from folio.nodes.types import Citation, FolioError, ParsedBook
 from tests.conftest import DATA_DIR, REPO_DIR
@@ -70,8 +70,16 @@ def test_the_table_lists_every_format_file_once() -> None:
 
 
 @pytest.mark.parametrize("row", _doc_rows(), ids=lambda row: row[0])
-def test_every_format_file_gets_the_outcome_the_table_says(row: tuple[str, str, str]) -> None:
+def test_every_format_file_gets_the_outcome_the_table_says(
+    row: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     relative, kind, outcome = row
+    if "no text layer" in outcome:  # the outcome without folio[ocr] (with it: test_ocr_reads_the_linn_page)
+        monkeypatch.setattr(ocr, "available", lambda: False)
+        with pytest.raises(FolioError) as caught:
+            parsed_book(str(FORMATS / relative))
+        assert (kind, caught.value.reason) == ("refused", outcome)
+        return
     assert _outcome(relative) == (kind, outcome)
 
 
@@ -167,9 +175,14 @@ def test_tracemonkey_reads_its_two_columns_in_order() -> None:
 @pytest.mark.parametrize(
     "relative", ["pdf/scanned-huck-finn-ch2-page22.pdf", "pdf/vector-text-as-curves.pdf"]
 )
-def test_a_pdf_without_text_layer_is_one_line_saying_what_to_do(relative: str) -> None:
-    error = _parsed(relative)
-    assert isinstance(error, FolioError) and "no text layer" in error.reason and "OCR" in error.reason
+def test_a_pdf_without_text_layer_is_one_line_saying_what_to_do(
+    relative: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ocr, "available", lambda: False)  # folio[ocr] not installed
+    with pytest.raises(FolioError) as caught:
+        parsed_book(str(FORMATS / relative))
+    error = caught.value
+    assert isinstance(error, FolioError) and "no text layer" in error.reason and "folio[ocr]" in error.reason
     assert "\n" not in str(error)
 
 
@@ -357,3 +370,50 @@ def test_the_formats_bench_measures_reader_speed_and_pdf_memory() -> None:
     assert reader_speed(FORMATS / "mobi/libmobi-drm-v2.mobi") is None  # refused: no speed
     memory = pdf_peak_memory(FORMATS / "pdf/pdkids-public-domain-stories.pdf")
     assert memory["peak_rss_mb"] > memory["import_only_peak_rss_mb"] > 10
+
+
+def test_a_cited_pdf_page_renders_as_a_png_with_the_passage_marked() -> None:
+    import struct
+    import zlib
+
+    import numpy as np
+
+    from folio.nodes.readers.pdf_image import page_index, page_png
+
+    labels = _book("pdf/lessig-free-culture.pdf").page_labels
+    index = page_index(labels, "48-49")
+    assert labels[index] == "48" and index == 61
+    with pytest.raises(FolioError, match="no such page"):
+        page_index(labels, "9999")
+    path = str(FORMATS / "pdf/lessig-free-culture.pdf")
+
+    def pixels(data: bytes) -> np.ndarray:
+        assert data.startswith(b"\x89PNG\r\n\x1a\n")
+        width, height = struct.unpack(">II", data[16:24])
+        raw, at = b"", 8
+        while at < len(data):
+            size = struct.unpack(">I", data[at : at + 4])[0]
+            if data[at + 4 : at + 8] == b"IDAT":
+                raw += data[at + 8 : at + 8 + size]
+            at += size + 12
+        rows = np.frombuffer(zlib.decompress(raw), np.uint8).reshape(height, 1 + 3 * width)
+        return rows[:, 1:].reshape(height, width, 3)
+
+    plain = pixels(page_png(path, index))
+    marked = pixels(page_png(path, index, "In the fall of 2002, Jesse Jordan of Oceanside"))
+    changed = np.argwhere((plain != marked).any(axis=2))
+    assert len(changed) > 500  # the passage's boxes are tinted
+    assert (marked[tuple(changed.T)][:, 2] < plain[tuple(changed.T)][:, 2]).all()  # less blue: yellow
+    top = changed[:, 0].min() / plain.shape[0]
+    assert 0.4 < top < 0.6  # the chapter's first line, below its heading, as on the printed page
+
+
+def test_folio_ask_prints_a_located_citation() -> None:
+    from folio.dataflows.formatting import format_answer
+    from folio.nodes.types import Answer
+
+    cite = Citation(
+        "book", "free-culture-1", "c3", "3: Catalogs", "c3.000", 0, 20, book_title="Free Culture", page="48"
+    )
+    answer = Answer("Who?", "Jesse Jordan tinkered with a search engine [1].", (cite,), "BOOK", ("book",), 1)
+    assert "[1] Free Culture, ch. 3: Catalogs, p. 48 — free-culture-1 c3.000" in format_answer(answer)

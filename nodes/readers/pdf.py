@@ -10,9 +10,10 @@ outline, a heading is a short title of up to 3 lines followed by a "by Author" l
 line set in a font 1.3 times the body's size. Every paragraph knows its page: the PDF's page label when it
 has labels, else the number printed in its header or footer, else the page's number in the file.
 
-Refused in one line: a password-protected or damaged PDF, more than ``MAX_PDF_PAGES`` pages, a PDF
-without a text layer (a scan or text drawn as curves: OCR it first). Limitations: a paragraph running
-tables read row by row; no OCR here.
+A PDF without a text layer (a scan, or text drawn as curves) is OCR'd when the optional extra
+``folio[ocr]`` is installed (``readers.ocr``), else refused in one line saying what to do. Also refused in
+one line: a password-protected or damaged PDF, more than ``MAX_PDF_PAGES`` pages. Limitations: tables
+read row by row.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from folio.nodes.readers import ocr
 from folio.nodes.readers.common import Located, checked_chapters, located_chapters, storable
 from folio.nodes.readers.pdf_layout import (
     Line,
@@ -248,11 +250,31 @@ def _read_pages(source_path: str, doc: Any) -> tuple[list[list[Line]], float, fl
         pages.append(page_lines(pieces, left, right))
         page.close()
     if not any(pages):
+        return _ocr_pages(source_path, doc)
+    return pages, left, right
+
+
+def _ocr_pages(source_path: str, doc: Any) -> tuple[list[list[Line]], float, float]:
+    """Pages without a text layer read by OCR (``folio[ocr]``), or the one-line refusal saying what to do."""
+    what = (
+        f"no text layer in this PDF ({len(doc)} page(s) without text: a scan, text drawn as curves, or blank"
+    )
+    if not ocr.available():
         raise FolioError(
             source_path,
-            f"no text layer in this PDF ({len(doc)} page(s) without text: a scan, text drawn as curves,"
-            " or blank pages): OCR it first, e.g. ocrmypdf in.pdf out.pdf, then ingest out.pdf",
+            f"{what} pages): OCR it first (ocrmypdf in.pdf out.pdf), or install OCR: {ocr.INSTALL}",
         )
+    if len(doc) > ocr.MAX_OCR_PAGES:
+        raise FolioError(source_path, f"{what} pages) and more than {ocr.MAX_OCR_PAGES} pages to OCR")
+    pages: list[list[Line]] = []
+    left = right = 0.0
+    for index in range(len(doc)):
+        page = doc[index]
+        left, _, right, _ = page.get_cropbox()
+        pages.append(page_lines(ocr.page_pieces(page), left, right))
+        page.close()
+    if not any(pages):
+        raise FolioError(source_path, f"{what} pages), and OCR found no text on it")
     return pages, left, right
 
 
@@ -303,6 +325,7 @@ def read(source_path: str, data: bytes, max_bytes: int) -> ParsedBook:
         language="und",
         chapters=chapters,
         page_count=count,
+        page_labels=tuple(labels),
     )
 
 
