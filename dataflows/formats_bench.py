@@ -6,6 +6,8 @@
   pages/s for a PDF, chapters and words.
 - ``pdf_peak_memory``: *Free Culture* (352 pages) read in a fresh process, its peak RSS beside the peak
   RSS of a process that only imports the reader (the difference is what reading the PDF costs).
+- ``ocr_linn_page``: with ``folio[ocr]`` installed, the scanned two-column Linn page OCR'd through the
+  PDF reader, its seconds and word accuracy against its transcription (``word_accuracy``).
 
 Parsing is the part of ingest each format changes; the rest of ingest (chunking, embedding, indexing)
 is the same for every format and measured by the ``books`` section. Every row carries the load average:
@@ -14,7 +16,9 @@ the machine may be shared. Limitations: wall times on a loaded machine are noisy
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -25,6 +29,7 @@ from folio.nodes.parsing import parsed_book
 from folio.nodes.types import FolioError
 
 FREE_CULTURE = "formats/pdf/lessig-free-culture.pdf"
+LINN = "formats/pdf/scanned-linn-brochure-two-column"  # .pdf, and its transcription .ground-truth.txt
 
 
 def _timed(path: Path) -> tuple[float, float, Any]:
@@ -82,6 +87,29 @@ def pdf_peak_memory(path: Path) -> dict[str, Any]:
     }
 
 
+def word_accuracy(text: str, truth: str) -> float:
+    """The share of the ground truth's words (lower-cased letters and digits) that the text has in the
+    same order (difflib's matching blocks over the word sequences)."""
+    words, gold = re.findall(r"[a-z0-9]+", text.lower()), re.findall(r"[a-z0-9]+", truth.lower())
+    matcher = difflib.SequenceMatcher(None, gold, words, autojunk=False)
+    return round(sum(block.size for block in matcher.get_matching_blocks()) / max(len(gold), 1), 3)
+
+
+def ocr_accuracy(data_dir: Path) -> dict[str, Any]:
+    """``folio[ocr]`` on the scanned two-column Linn page: seconds and word accuracy against its
+    transcription (skipped when the extra is not installed)."""
+    from folio.nodes.readers import ocr
+
+    if not ocr.available():
+        return {"skipped": f"folio[ocr] is not installed ({ocr.INSTALL})"}
+    wall = time.perf_counter()
+    book = parsed_book(str(data_dir / f"{LINN}.pdf"))
+    seconds = time.perf_counter() - wall
+    text = "\n\n".join(c.text for c in book.chapters)
+    truth = (data_dir / f"{LINN}.ground-truth.txt").read_text(encoding="utf-8")
+    return {"dpi": ocr.OCR_DPI, "seconds": round(seconds, 1), "word_accuracy": word_accuracy(text, truth)}
+
+
 def formats_bench(data_dir: Path) -> dict[str, Any]:
     """The ``formats`` section: reader speed per file and the 352-page PDF's peak memory."""
     root = data_dir / "formats"
@@ -96,6 +124,8 @@ def formats_bench(data_dir: Path) -> dict[str, Any]:
     )
     readers = {}
     for path in files:
+        if path.name.startswith(("scanned-", "vector-")):
+            continue  # no text layer: refused, or (with folio[ocr]) the ocr_linn_page row
         row = reader_speed(path)
         if row is not None:
             readers[path.relative_to(root).as_posix()] = row
@@ -103,4 +133,5 @@ def formats_bench(data_dir: Path) -> dict[str, Any]:
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "readers": readers,
         "pdf_peak_memory": pdf_peak_memory(data_dir / FREE_CULTURE),
+        "ocr_linn_page": ocr_accuracy(data_dir),
     }

@@ -417,3 +417,22 @@ def test_folio_ask_prints_a_located_citation() -> None:
     )
     answer = Answer("Who?", "Jesse Jordan tinkered with a search engine [1].", (cite,), "BOOK", ("book",), 1)
     assert "[1] Free Culture, ch. 3: Catalogs, p. 48 — free-culture-1 c3.000" in format_answer(answer)
+
+
+@pytest.mark.slow
+def test_ocr_reads_the_linn_page() -> None:
+    """folio[ocr] on the scanned two-column page (minutes on a loaded 2-core machine)."""
+    if not ocr.available():
+        pytest.skip(f"folio[ocr] is not installed ({ocr.INSTALL})")
+    from folio.dataflows.formats_bench import ocr_accuracy
+
+    result = ocr_accuracy(DATA_DIR)
+    assert result["word_accuracy"] >= 0.7, result  # 0.757 measured at 300 dpi
+
+
+def test_word_accuracy_counts_the_truths_words_found_in_order() -> None:
+    from folio.dataflows.formats_bench import word_accuracy
+
+    assert word_accuracy("The quick brown fox", "the quick brown fox") == 1.0
+    assert word_accuracy("quick fox", "the quick brown fox") == 0.5
+    assert word_accuracy("fox brown quick the", "the quick brown fox") == 0.25

@@ -16,7 +16,7 @@ from typing import Any
 from folio.nodes.readers.pdf_layout import Piece
 
 INSTALL = "pip install 'folio[ocr]'"
-OCR_DPI = 200
+OCR_DPI = 300  # Linn page: 76% word accuracy at 300 dpi, 58% at 200 (formats bench)
 MAX_OCR_PAGES = 500
 
 
