@@ -46,7 +46,10 @@ def _outcome(relative: str) -> tuple[str, str]:
 
 
 def _doc_rows() -> list[tuple[str, str, str]]:
-    return [m.groups() for line in DOC.read_text(encoding="utf-8").splitlines() if (m := ROW.match(line))]
+    """The rows of docs/formats.md's outcome table (its section "What every file ... gives")."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("## What every file", 1)[1].split("\n## ", 1)[0]
+    return [m.groups() for line in section.splitlines() if (m := ROW.match(line))]
 
 
 def _format_files() -> list[str]:
@@ -436,3 +439,44 @@ def test_word_accuracy_counts_the_truths_words_found_in_order() -> None:
     assert word_accuracy("The quick brown fox", "the quick brown fox") == 1.0
     assert word_accuracy("quick fox", "the quick brown fox") == 0.5
     assert word_accuracy("fox brown quick the", "the quick brown fox") == 0.25
+
+
+# --- located citations end to end (ingest: the model tier) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def formats_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from folio.dataflows.api import ingest
+
+    path = tmp_path_factory.mktemp("formats-library")
+    report = ingest(
+        [
+            FORMATS / "pdf/pdkids-public-domain-stories.pdf",
+            FORMATS / "mobi/hound-of-the-baskervilles-pg2852.mobi",
+        ],
+        library=path,
+    )
+    assert report.ok, [str(e) for e in report.errors]
+    return path
+
+
+def test_answers_cite_the_pdf_page_and_the_mobi_position(formats_library: Path) -> None:
+    from folio.dataflows.asking import ask
+    from folio.dataflows.library import Library
+
+    config = {"llm": "none", "search_mode": "lexical"}
+    answer = ask("Who was trapped and buried in the bog?", library=formats_library, config=config)
+    cite = next(c for c in answer.citations if c.kind == "book")
+    assert cite.book_title == "pdkids-public-domain-stories" and cite.percent is None
+    pages = _raw_pages("pdf/pdkids-public-domain-stories.pdf")
+    key = " ".join(cite.quote.split()[:5])
+    printed = [str(i + 1) for i, page in enumerate(pages) if key in " ".join(page.split())]
+    assert cite.page in printed, (cite.page, printed, cite.quote)
+
+    answer = ask("What did Sir Henry lose at the hotel?", library=formats_library, config=config)
+    cite = next(c for c in answer.citations if c.kind == "book")
+    descriptor = next(d for d in Library(formats_library).descriptors() if d["book_id"] == cite.book_id)
+    chapter = next(c for c in descriptor["chapters"] if c["chapter_id"] == cite.chapter_id)
+    assert cite.book_title == "The Hound of the Baskervilles" and cite.page == ""
+    assert cite.percent == round(100 * (chapter["offset"] + cite.start) / descriptor["characters"], 1)
+    assert 0 < cite.percent < 100 and cite.as_dict()["percent"] == cite.percent
