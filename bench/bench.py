@@ -7,7 +7,9 @@ over 100 queries for lexical, semantic and hybrid search. The ``http`` section (
 asks over HTTP against a real ``folio serve``: one client's p50/p95 and 8 concurrent clients'
 throughput. The ``speed`` section (``bench.speed_bench``) puts the int8 ONNX encoder beside torch fp32 on
 the same windows and times the CLI's start-up. The ``llm`` section (``bench.llm_bench``) times
-fresh-process ``folio ask`` against a real llama.cpp server running SmolLM2-135M. Other sections
+fresh-process ``folio ask`` against a real llama.cpp server running SmolLM2-135M. The ``formats``
+section (``bench.formats_bench``) times each book format's reader and the 352-page PDF's peak
+memory. Other sections
 (Kiwix, ask, re-ingest) are added by the modules that own them when present. The scaling section
 (``bench.scaling``: libraries of 10, 100 and 1,000 small books, search latency, open files, RSS,
 adding a book, the HNSW scalar kinds) writes its table and plot to ``--plots``. ``--only SECTION`` runs
@@ -34,6 +36,7 @@ from typing import Any
 
 import httpx
 
+from bench.formats_bench import formats_bench
 from bench.llm_bench import llm_bench
 from bench.measuring import free_port, latency_summary, potter_library, potter_questions
 from bench.scaling import scaling_bench
@@ -61,7 +64,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling", "speed", "llm")
+SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling", "speed", "llm", "formats")
 
 
 def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
@@ -488,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
             "http": lambda: http_bench(data_dir),
             "speed": lambda: speed_bench(data_dir),
             "llm": lambda: llm_bench(data_dir),
+            "formats": lambda: formats_bench(data_dir),
             "scaling": lambda: scaling_bench(
                 data_dir,
                 scaling_work,

@@ -30,6 +30,7 @@ import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from folio.nodes import (
 )
 from folio.nodes.backends.deadlines import deadline_scope
 from folio.nodes.backends.tools import Session
+from folio.nodes.readers.common import located_citation
 from folio.nodes.types import Answer, ConceptMap, Deadline, FolioError
 
 KIWIX_VARIANTS = ("libzim", "http", "none")
@@ -216,4 +218,16 @@ def ask(
         result: Answer = dr.execute(["answer"], inputs=inputs, overrides={**resources, **given})["answer"]
     if why and why != "search_mode is lexical" and stores:
         result = Answer(**{**result.__dict__, "notes": (*result.notes, f"encoder unavailable: {why}")})
-    return result
+    return _located(result, lib)
+
+
+def _located(result: Answer, lib: Library) -> Answer:
+    """The answer with its book citations located: book title, page (PDF) or position (percentage)."""
+    if not any(c.kind == "book" for c in result.citations):
+        return result
+    books = {d["book_id"]: d for d in lib.descriptors()}
+    citations = tuple(
+        located_citation(c, books[c.book_id]) if c.kind == "book" and c.book_id in books else c
+        for c in result.citations
+    )
+    return replace(result, citations=citations)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from folio.nodes.readers.common import location_text
 from folio.nodes.types import Answer, Citation
 
 if TYPE_CHECKING:
@@ -12,7 +13,8 @@ if TYPE_CHECKING:
 
 def _citation_line(n: int, c: Citation) -> str:
     if c.kind == "book":
-        return f"[{n}] {c.chapter_title or c.chapter_id} — {c.book_id} {c.chunk_id} (chars {c.start}–{c.end})"
+        where = location_text(c) or c.chapter_title or c.chapter_id
+        return f"[{n}] {where} — {c.book_id} {c.chunk_id} (chars {c.start}–{c.end})"
     if c.kind == "kiwix":
         where = f"{c.title} › {c.section}" if c.section else c.title
         return f"[{n}] {where} — {c.url or f'zim://{c.zim}/{c.path}'}"

@@ -7,7 +7,9 @@ and ``/redoc`` load their scripts from this server, ``/docs-assets``, from the `
 
 - ``GET /api/health`` · ``GET /api/version``
 - ``POST /api/ask`` ``{"question": "...", "conversation": "ID"}`` → the answer with its citations (the
-  optional conversation id shares one session cache across its asks: ``dataflows.service``)
+  optional conversation id shares one session cache across its asks: ``dataflows.service``; a book
+  citation's ``page`` or ``percent`` locates it; ``GET /api/books/{book}/pages/{page}.png?q=QUOTE``
+  renders a PDF page with the quote marked)
 - ``GET /api/search?q=...&mode=hybrid&k=10&book=ID&chapter=ID`` → hits
 - ``GET /api/books`` · ``GET /api/books/{book}`` (its row and chapters) · ``DELETE /api/books/{book}``
   (a remove job; an exact id or a unique prefix of 4 characters or more; ``?dry_run=true``: what would
@@ -50,7 +52,7 @@ from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from folio.dataflows.http_guard import (
@@ -264,6 +266,10 @@ def create_app(
     @app.get("/api/books/{book}/chapters/{chapter_id}")
     async def chapter_route(book: str, chapter_id: str) -> dict[str, Any]:
         return await call(service.chapter, book, chapter_id)
+
+    @app.get("/api/books/{book}/pages/{page}.png", response_class=Response)
+    async def page_route(book: str, page: str, q: str = "") -> Response:
+        return Response(await call(service.page_image, book, page, q), media_type="image/png")
 
     @app.get("/api/books/{book}/chunks/{chunk_id}")
     async def chunk_route(book: str, chunk_id: str) -> dict[str, Any]:

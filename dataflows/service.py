@@ -277,6 +277,16 @@ class Service:
             "text": store.chapter_text(chapter_id),
         }
 
+    def page_image(self, book: str, page: str, quote: str = "") -> bytes:
+        """A PDF book's page (by its label) as a PNG with the quote's first words marked."""
+        from folio.nodes.readers.pdf_image import page_index, page_png
+
+        store = self.library.store(self.library.resolve_book(book))
+        labels = store.descriptor.get("page_labels") or []
+        if store.descriptor.get("format") != "pdf" or not labels:
+            raise FolioError(store.book_id, "not a PDF book: it has no page images")
+        return page_png(str(store.descriptor["source_file"]), page_index(labels, page), quote)
+
     def chunk(self, book: str, chunk_id: str) -> dict[str, Any]:
         """One chunk as a hit (score 0): its chapter, offsets and text."""
         store = self.library.store(self.library.resolve_book(book))

@@ -46,6 +46,7 @@ def _descriptor(
         "chunk_overlap": chunk_overlap,
         "n_chunks": len(chunks),
         "n_windows": n_windows,
+        "characters": sum(c.length for c in manifest.chapters),  # with each chapter's offset: positions
         "chapters": [
             {
                 "chapter_id": c.chapter_id,
@@ -53,9 +54,12 @@ def _descriptor(
                 "title": c.title,
                 "length": c.length,
                 "n_chunks": per_chapter.get(c.chapter_id, 0),
+                "offset": sum(p.length for p in manifest.chapters[: c.order]),
+                **({"pages": [list(mark) for mark in c.pages]} if c.pages else {}),
             }
             for c in manifest.chapters
         ],
+        **({"page_labels": list(manifest.page_labels)} if manifest.page_labels else {}),
     }
 
 

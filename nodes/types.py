@@ -109,6 +109,7 @@ class RawChapter:
 
     title: str
     text: str
+    pages: tuple[tuple[int, str], ...] = ()  # (offset in text, page label) where each page starts
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,13 @@ class ParsedBook:
     """A parsed source file before ids are assigned."""
 
     source_path: str
-    format: str  # "epub" | "txt"
+    format: str  # the reader's format name (readers.table): "epub", "txt", "pdf", "mobi", ...
     title: str
     author: str
     language: str
     chapters: tuple[RawChapter, ...]
+    page_count: int = 0  # pages of a paged format (PDF), 0 otherwise
+    page_labels: tuple[str, ...] = ()  # each page's label, in file order (PDF)
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,7 @@ class Chapter:
     order: int
     title: str
     text: str
+    pages: tuple[tuple[int, str], ...] = ()  # (offset in text, page label) where each page starts
 
     @property
     def length(self) -> int:
@@ -149,6 +153,7 @@ class Manifest:
     format: str
     content_hash: str
     chapters: tuple[Chapter, ...]
+    page_labels: tuple[str, ...] = ()  # a paged format's page labels in file order (PDF), else empty
 
     def chapter(self, chapter_id: str) -> Chapter:
         for chapter in self.chapters:
@@ -740,16 +745,22 @@ class Citation:
     url: str = ""
     section: str = ""  # Kiwix: the article section of the passage ("" = the lead)
     quote: str = ""  # the cited text itself (a book answer: the sentence or passage at start:end)
+    book_title: str = ""  # a book citation located in its book (``located_citation``): the book's title,
+    page: str = ""  # the page or page range of a paged format (PDF: printed label, else number), and
+    percent: float | None = None  # the position in the book, 0-100 (EPUB, MOBI and other flowing text)
 
     def as_dict(self) -> dict[str, object]:
         if self.kind == "book":
             return {
                 "book_id": self.book_id,
+                "book_title": self.book_title,
                 "chapter_id": self.chapter_id,
                 "chapter_title": self.chapter_title,
                 "chunk_id": self.chunk_id,
                 "start": self.start,
                 "end": self.end,
+                "page": self.page,
+                "percent": self.percent,
                 "quote": self.quote,
             }
         if self.kind == "kiwix":

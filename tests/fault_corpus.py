@@ -22,7 +22,7 @@ servers that hang, trickle, fail or answer garbage: ``tests/servers.py``; corrup
 - nothing new under the temporary ``HOME`` nor in the working directory.
 
 Classes (``Case.group``): library-state, library-path, inputs, settings, queries, servers, llm-replies,
-zim, interrupt, home, pipe, holds. ``--cheap`` cases load no encoder (lexical search, generated
+zim, interrupt, home, pipe, holds, book-formats. ``--cheap`` cases load no encoder (lexical search, generated
 library); the others ingest a real book or load the encoder. Limitations: read-only library cases run
 as the user ``nobody`` (``setpriv``) and are skipped when that is not possible; timings are wall time
 on a shared machine, so the limits are generous (the deadline cases measure inside the process).
@@ -2892,6 +2892,131 @@ cases(
                 lambda d: ((d / "book.sqlite").unlink(), (d / "book.sqlite").mkdir()),
                 "book.sqlite is missing",
             ),
+            True,
+        ),
+    },
+)
+
+
+# --- 13. book formats (issue 28): damaged and hostile PDF, MOBI, EPUB and DOCX files --------------------
+FORMATS = BOOKS.parent / "formats"
+
+
+def _pdf_bytes(objects: list[bytes], trailer: bytes = b"") -> bytes:
+    """A PDF of these objects (1 is the catalog) with a correct cross-reference table."""
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R " % (len(objects) + 1) + trailer + b">>\n"
+    return bytes(out + b"startxref\n%d\n%%%%EOF\n" % xref)
+
+
+def _empty_pages_pdf(ctx: Ctx) -> Path:
+    """A PDF of 100,000 empty pages (10 MB)."""
+    n = 100_000
+    kids = b" ".join(b"%d 0 R" % (i + 3) for i in range(n))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [" + kids + b"] /Count %d >>" % n,
+    ]
+    objects += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] >>"] * n
+    path = ctx.path("empty-pages.pdf")
+    path.write_bytes(_pdf_bytes(objects))
+    return path
+
+
+def _password_pdf(ctx: Ctx) -> Path:
+    """A PDF under the standard security handler whose user password is not empty."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] >>",
+        b"<< /Filter /Standard /V 1 /R 2 /O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> /P -4 >>",
+    ]
+    ident = b"<00112233445566778899aabbccddeeff>"
+    path = ctx.path("locked.pdf")
+    path.write_bytes(_pdf_bytes(objects, b"/Encrypt 4 0 R /ID [" + ident + b" " + ident + b"] "))
+    return path
+
+
+def _blank_pdf(ctx: Ctx) -> Path:
+    """Three blank pages: no text layer, and nothing for OCR (``folio[ocr]``) to find either."""
+    pages = [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] >>"] * 3
+    path = ctx.path("blank.pdf")
+    path.write_bytes(
+        _pdf_bytes(
+            [
+                b"<< /Type /Catalog /Pages 2 0 R >>",
+                b"<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 3 >>",
+                *pages,
+            ]
+        )
+    )
+    return path
+
+
+def _damaged_pdf(ctx: Ctx) -> Path:
+    path = ctx.path("damaged.pdf")
+    path.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 200)
+    return path
+
+
+def _zip_bomb(name: str, member: str, prefix: dict[str, str]) -> Callable[[Ctx], Path]:
+    """A zip posing as an EPUB or DOCX whose one member inflates 1 MB of zeros 900 times (900 MB)."""
+
+    def make(ctx: Ctx) -> Path:
+        path = ctx.path(name)
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            for entry, text in prefix.items():
+                zf.writestr(entry, text)
+            with zf.open(member, "w", force_zip64=True) as out:
+                block = b"\0" * 1_000_000
+                for _ in range(900):
+                    out.write(block)
+        return path
+
+    return make
+
+
+def _real_format_file(relative: str) -> Callable[[Ctx], Path]:
+    def make(ctx: Ctx) -> Path:
+        path = ctx.path(Path(relative).name)
+        shutil.copyfile(FORMATS / relative, path)
+        return path
+
+    return make
+
+
+EPUB_PREFIX = {"mimetype": "application/epub+zip", "META-INF/container.xml": "<container/>"}
+cases(
+    "book-formats",
+    {
+        "pdf-100000-empty-pages": (_ingest(_empty_pages_pdf, ("empty-pages.pdf", "100,000"), limit=60), True),
+        "pdf-password-protected": (_ingest(_password_pdf, ("locked.pdf", "password"), limit=30), True),
+        "pdf-damaged": (_ingest(_damaged_pdf, ("damaged.pdf", "damaged PDF"), limit=30), True),
+        "pdf-blank-pages-no-text-layer": (
+            _ingest(_blank_pdf, ("blank.pdf", "no text layer"), limit=60),
+            True,
+        ),
+        "mobi-drm": (
+            _ingest(_real_format_file("mobi/libmobi-drm-v2.mobi"), ("Mobipocket DRM",), limit=30),
+            True,
+        ),
+        "epub-readium-lcp": (
+            _ingest(_real_format_file("epub/moby-dick-lcp-drm.epub"), ("Readium LCP",), limit=30),
+            True,
+        ),
+        "zip-bomb-epub": (
+            _ingest(_zip_bomb("bomb.epub", "OEBPS/a.xhtml", EPUB_PREFIX), ("bomb.epub", "unpack"), limit=90),
+            True,
+        ),
+        "zip-bomb-docx": (
+            _ingest(_zip_bomb("bomb.docx", "word/document.xml", {}), ("bomb.docx", "unpack"), limit=90),
             True,
         ),
     },

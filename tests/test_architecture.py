@@ -21,6 +21,7 @@ from folio.dataflows.registry import DAGS
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("nodes", "dataflows")
 NODE_ALLOWED = (
+    "folio.nodes.readers",
     "folio.nodes.types",
     "folio.nodes.text",
     "folio.nodes.scores",

@@ -43,6 +43,8 @@ SUITE = (
     "mcp/params-not-an-object",
     "concurrency/books-while-a-writer-commits",
     "upgrade/book-sqlite-missing",
+    "book-formats/pdf-100000-empty-pages",
+    "book-formats/zip-bomb-docx",
 )
 FAST = [c for c in CASES if c.key in SUITE]
 

@@ -13,6 +13,9 @@ import pytest
 
 from folio.nodes import parsing
 from folio.nodes.parsing import manifest, parsed_book
+from folio.nodes.readers import common, markup
+from folio.nodes.readers import epub as epub_reader
+from folio.nodes.readers import text as text_reader
 from folio.nodes.types import FolioError, Manifest, ParsedBook, RawChapter
 from tests.conftest import DATA_DIR
 
@@ -577,7 +580,7 @@ def test_utf16_text_with_bom_and_crlf_reads(tmp_path: Path) -> None:
     ],
 )
 def test_heading_kind_golden_cases(line: str, kind: str | None) -> None:
-    assert parsing._heading_kind(line) == kind
+    assert text_reader.heading_kind(line) == kind
 
 
 def test_gutenberg_split_cuts_modern_header_footer_and_credits() -> None:
@@ -588,9 +591,9 @@ def test_gutenberg_split_cuts_modern_header_footer_and_credits() -> None:
         "End of Project Gutenberg's Moby Dick\n\n"
         "*** END OF THIS PROJECT GUTENBERG EBOOK MOBY DICK ***\nlicense"
     )
-    header, body = parsing._gutenberg_split(text)
+    header, body = text_reader.gutenberg_split(text)
     assert body.strip() == "CHAPTER 1. Loomings.\n\nCall me Ishmael."
-    assert parsing._gutenberg_metadata(header) == {
+    assert text_reader.gutenberg_metadata(header) == {
         "title": "Moby Dick; or The Whale",
         "author": "Herman Melville",
         "language": "en",
@@ -605,21 +608,20 @@ def test_gutenberg_split_cuts_the_old_small_print_header() -> None:
         "Scanned by Charles Keller\nContact Mike Lough <Mikel@caere.com>\n\n\nTHE TALE OF\nPETER RABBIT\n\n"
         "Once upon a time.\n\nEnd Project Gutenberg's The Great Big Treasury\n"
     )
-    header, body = parsing._gutenberg_split(text)
+    header, body = text_reader.gutenberg_split(text)
     assert body.strip() == "THE TALE OF\nPETER RABBIT\n\nOnce upon a time."
-    assert parsing._gutenberg_metadata(header)["title"] == "The Great Big Treasury"
+    assert text_reader.gutenberg_metadata(header)["title"] == "The Great Big Treasury"
 
 
 def test_gutenberg_split_leaves_text_without_markers_alone() -> None:
-    assert parsing._gutenberg_split("Just a story.\n\nThe end.") == ("", "Just a story.\n\nThe end.")
+    assert text_reader.gutenberg_split("Just a story.\n\nThe end.") == ("", "Just a story.\n\nThe end.")
 
 
 def test_unwrapped_joins_hard_wrapped_lines_with_single_spaces() -> None:
     assert (
-        parsing._unwrapped(["  It was a", "dark   and\tstormy", " night."])
-        == "It was a dark and stormy night."
+        common.unwrapped(["  It was a", "dark   and\tstormy", " night."]) == "It was a dark and stormy night."
     )
-    assert parsing._clean_inline("soft\u00adhy\u200bphen\u2060—dash ") == "softhyphen—dash"
+    assert common.clean_inline("soft\u00adhy\u200bphen\u2060—dash ") == "softhyphen—dash"
 
 
 def test_text_sections_take_toc_entries_in_the_body_and_drop_the_contents() -> None:
@@ -629,7 +631,7 @@ def test_text_sections_take_toc_entries_in_the_body_and_drop_the_contents() -> N
         "The thing the Time Traveller held was a glittering framework.\n\n\n\n Epilogue\n\n"
         "One cannot choose.\n"
     )
-    sections = parsing._text_sections(body, "The Time Machine")
+    sections = text_reader.text_sections(body, "The Time Machine")
     assert [title for title, _ in sections] == [
         "The Time Machine",
         "I. Introduction",
@@ -644,7 +646,7 @@ def test_text_sections_merge_a_lone_empty_heading_into_the_next() -> None:
         "TOM THUMB\n\n\nThere was a boy. He was small.\n\n\n\nHOW MRS FOX MARRIED AGAIN\n\n\n"
         "FIRST VERSION.\n\n\nThere was once an old fox.\n\n\n\nSECOND VERSION.\n\n\nWhen old Mr. Fox died.\n"
     )
-    titles = [title for title, _ in parsing._text_sections(body, "Grimm")]
+    titles = [title for title, _ in text_reader.text_sections(body, "Grimm")]
     assert titles == ["Grimm", "TOM THUMB", "HOW MRS FOX MARRIED AGAIN. FIRST VERSION.", "SECOND VERSION."]
 
 
@@ -658,11 +660,11 @@ def test_book_chapters_drop_empty_and_leading_front_matter() -> None:
         ("One", [prose, "* * *"]),
         ("Short", ["A brief interlude."]),
     ]
-    assert parsing._book_chapters(sections) == (
+    assert common.book_chapters(sections) == (
         RawChapter("One", prose),
         RawChapter("Short", "A brief interlude."),
     )
-    assert parsing._book_chapters([("A", ["Short note."]), ("B", ["Another."])]) == (
+    assert common.book_chapters([("A", ["Short note."]), ("B", ["Another."])]) == (
         RawChapter("A", "Short note."),
         RawChapter("B", "Another."),
     )
@@ -676,7 +678,7 @@ def test_html_blocks_drop_furniture_and_map_ids() -> None:
         '<section id="s2" epub:type="colophon"><p>Made by robots.</p></section>'
         '<div>Outer <p id="p3">inner</p> tail</div></section>'
     ).encode()
-    blocks, ids = parsing._html_blocks(content)
+    blocks, ids = markup.html_blocks(content)
     assert blocks == [
         ("h", "Title"),
         ("p", "One—two three four."),
@@ -688,10 +690,10 @@ def test_html_blocks_drop_furniture_and_map_ids() -> None:
 
 
 def test_html_blocks_read_html_that_is_not_well_formed_xml() -> None:
-    blocks, _ = parsing._html_blocks(b"<html><body><p>One<br>two<p>three &nbsp; four&hellip;</body></html>")
+    blocks, _ = markup.html_blocks(b"<html><body><p>One<br>two<p>three &nbsp; four&hellip;</body></html>")
     assert blocks == [("p", "One two"), ("p", "three four…")]
     latin1 = '<?xml version="1.0" encoding="iso-8859-1"?><html><body><p>Caf\u00e9</p></body></html>'
-    assert parsing._html_blocks(latin1.encode("latin-1"))[0] == [("p", "Café")]
+    assert markup.html_blocks(latin1.encode("latin-1"))[0] == [("p", "Café")]
 
 
 def test_toc_starts_split_at_files_not_at_sub_sections() -> None:
@@ -700,9 +702,9 @@ def test_toc_starts_split_at_files_not_at_sub_sections() -> None:
         ("A Scandal", "scandal.xhtml", (("I", "scandal.xhtml#p1", ()), ("II", "scandal.xhtml#p2", ()))),
         ("League", "league.xhtml", ()),
     )
-    assert [t for t, _ in parsing._toc_starts(sherlock)] == ["Titlepage", "A Scandal", "League"]
+    assert [t for t, _ in epub_reader.toc_starts(sherlock)] == ["Titlepage", "A Scandal", "League"]
     parts = (("Part One", "part1.xhtml", (("Ch 1", "ch1.xhtml", ()), ("Ch 2", "ch2.xhtml", ()))),)
-    assert [t for t, _ in parsing._toc_starts(parts)] == ["Part One", "Ch 1", "Ch 2"]
+    assert [t for t, _ in epub_reader.toc_starts(parts)] == ["Part One", "Ch 1", "Ch 2"]
     wrapper = (
         (
             "SECTION IV",
@@ -713,7 +715,7 @@ def test_toc_starts_split_at_files_not_at_sub_sections() -> None:
             ),
         ),
     )
-    assert [t for t, _ in parsing._toc_starts(wrapper)] == ["SECTION IV", "INTRO", "200 PRINCE"]
+    assert [t for t, _ in epub_reader.toc_starts(wrapper)] == ["SECTION IV", "INTRO", "200 PRINCE"]
 
 
 def test_ids_helpers_are_content_derived() -> None:

@@ -28,10 +28,10 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.measuring import free_port
 from folio.dataflows.http_guard import host_problem, ingest_path_problem, origin_problem
 from folio.dataflows.library import removal_target
 from folio.dataflows.mcp_stdio import MAX_FRAME_BYTES, screen
-from folio.dataflows.measuring import free_port
 from folio.nodes.backends.library_index import usearch_index
 from folio.nodes.types import FolioError
 from tests.conftest import REPO_DIR
