@@ -379,13 +379,21 @@ class Library:
                 ) from None
 
     def books(self) -> list[dict[str, Any]]:
-        """Catalog rows: id, title, author, chapters, chunks per book (from the library index)."""
+        """Catalog rows: id, title, author(s), series, tags, language, format, source, chapters, chunks per
+        book (from the library index)."""
         return [
             {
                 "book_id": b["book_id"],
                 "title": b["title"],
                 "author": b["author"],
+                "authors": b.get("authors") or [b["author"]],
+                "series": b.get("series"),
+                "series_index": b.get("series_index"),
+                "tags": b.get("tags") or [],
                 "language": b["language"],
+                "format": b.get("format"),
+                "identifiers": b.get("identifiers") or {},
+                "pubdate": b.get("pubdate"),
                 "source_file": b["source_file"],
                 "chapters": len(b["chapters"]),
                 "chunks": b["n_chunks"],

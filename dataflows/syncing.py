@@ -1,0 +1,269 @@
+"""``folio sync PATH…``: make the library mirror folders and Calibre libraries.
+
+The plan (``sync_plan``, pure): every book source of the paths (``dataflows.api.book_sources``: files,
+folders, Calibre libraries with their metadata) is matched to the library's books by source file. A book
+whose file has the size and mtime its descriptor recorded at ingest, and whose Calibre metadata is the
+one stored, is unchanged without reading the file; when size or mtime differ the file's sha256 decides
+(a touched file is unchanged, an edited one is re-ingested); a new file is added; a library book whose
+file lies under a synced folder (or is a synced file) and is no longer among the sources is removed.
+A source with a one-line problem (a missing format, a comic) counts as failed and changes nothing.
+
+Running it (``run_sync``): under the library's writer lock, additions and updates go through the same
+parallel per-book ingest as ``folio ingest`` (each book one commit), then removals, each one
+transaction; one progress bar over every book of the plan (its total known before the first book).
+Killed at any point, the next run's plan holds only what is left: a committed book's descriptor
+already records its file's stamp, and a second copy of a book (an update whose id changed, killed
+before the old one went) is planned for removal. Removals need ``assume_yes`` or a ``confirm`` that
+says yes; ``dry_run`` returns the plan and writes nothing.
+
+Config keys: ``book_formats`` (a Calibre library's format preference). Limitations: a book ingested
+before file stamps were recorded (no ``file_sha256`` in its descriptor) is re-ingested once; a file
+moved to another folder is removed and added (its embeddings come from the cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from folio.dataflows.calibre import BookSource
+from folio.nodes.backends.progress import Progress
+from folio.nodes.types import FolioError
+
+COMPARED = ("title", "authors", "series", "series_index", "tags", "language", "identifiers", "pubdate")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_stamp(path: Path) -> dict[str, Any]:
+    """What a descriptor records of its source file: size, mtime (ns) and sha256."""
+    stat = path.stat()
+    return {"file_size": stat.st_size, "file_mtime_ns": stat.st_mtime_ns, "file_sha256": file_sha256(path)}
+
+
+def stored_name(path: Path) -> str:
+    """``path`` resolved, as a descriptor's ``source_file`` holds it (non-UTF-8 bytes escaped)."""
+    return os.fsencode(str(path.resolve())).decode("utf-8", "backslashreplace")
+
+
+@dataclass
+class SyncPlan:
+    """What a sync will do: sources to add and update (with the ids they replace), books to remove."""
+
+    add: list[BookSource] = field(default_factory=list)
+    update: list[tuple[BookSource, list[str]]] = field(default_factory=list)
+    remove: list[tuple[str, str]] = field(default_factory=list)  # (book id, source file)
+    unchanged: int = 0
+    problems: list[FolioError] = field(default_factory=list)
+
+    @property
+    def books(self) -> int:
+        """Books the run writes (the progress bar's total)."""
+        return len(self.add) + len(self.update) + len(self.remove)
+
+    def lines(self) -> list[str]:
+        """The plan, one line per book (``--dry-run``)."""
+        out = [f"add {s.path}" for s in self.add]
+        out += [f"update {s.path}" for s, _ in self.update]
+        out += [f"remove {book_id} ({source})" for book_id, source in self.remove]
+        return out
+
+
+@dataclass
+class SyncReport:
+    """What a sync did (or, for a dry run, would do)."""
+
+    plan: SyncPlan
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    errors: list[FolioError] = field(default_factory=list)
+    skipped_removals: int = 0
+
+    def summary(self, dry_run: bool = False) -> str:
+        """The one summary line."""
+        failed = len(self.errors) + len(self.plan.problems)
+        if dry_run:
+            p = self.plan
+            return (
+                f"sync (dry run): would add {len(p.add)}, update {len(p.update)}, remove {len(p.remove)}; "
+                f"{failed} failed, {p.unchanged} unchanged"
+            )
+        counts = (
+            f"added {self.added}, updated {self.updated}, removed {self.removed}, "
+            f"failed {failed}, unchanged {self.plan.unchanged}"
+        )
+        if not (self.added or self.updated or self.removed):
+            return f"sync: nothing changed: {counts}"
+        return f"sync: {counts}"
+
+
+def _metadata_changed(source: BookSource, descriptor: Mapping[str, Any]) -> bool:
+    given = source.metadata
+    return any(
+        key in given and given[key] is not None and given[key] != descriptor.get(key) for key in COMPARED
+    )
+
+
+def _file_changed(path: Path, descriptor: Mapping[str, Any]) -> bool:
+    """Size and mtime first; the content hash only when they differ (or were never recorded)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return True  # the reader names the problem
+    if stat.st_size == descriptor.get("file_size") and stat.st_mtime_ns == descriptor.get("file_mtime_ns"):
+        return False
+    recorded = descriptor.get("file_sha256")
+    if not recorded or stat.st_size != descriptor.get("file_size"):
+        return True
+    try:
+        return file_sha256(path) != recorded
+    except OSError:
+        return True
+
+
+def _under(source_file: str, roots: Sequence[tuple[str, bool]]) -> bool:
+    return any(
+        source_file == root or (is_dir and source_file.startswith(root + os.sep)) for root, is_dir in roots
+    )
+
+
+def sync_plan(
+    sources: Sequence[BookSource], descriptors: Sequence[Mapping[str, Any]], roots: Sequence[tuple[str, bool]]
+) -> SyncPlan:
+    """The plan that makes the books of ``roots`` (``(stored path, is a folder)``) mirror ``sources``."""
+    by_source: dict[str, list[Mapping[str, Any]]] = {}
+    for d in descriptors:
+        by_source.setdefault(str(d.get("source_file", "")), []).append(d)
+    plan = SyncPlan()
+    seen: set[str] = set()
+    for source in sources:
+        if source.path is None:
+            plan.problems.append(source.error())
+            continue
+        name = stored_name(source.path)
+        if name in seen:
+            continue
+        seen.add(name)
+        held = by_source.get(name, [])
+        if not held:
+            plan.add.append(source)
+            continue
+        fresh = [d for d in held if not _file_changed(source.path, d) and not _metadata_changed(source, d)]
+        if fresh:
+            plan.unchanged += 1
+            plan.remove += [(d["book_id"], name) for d in held if d is not fresh[0]]  # a second copy
+        else:
+            plan.update.append((source, [d["book_id"] for d in held]))
+    plan.remove += [
+        (d["book_id"], name)
+        for name, held in sorted(by_source.items())
+        if name not in seen and _under(name, roots)
+        for d in held
+    ]
+    return plan
+
+
+def sync_roots(paths: Sequence[str | Path]) -> list[tuple[str, bool]]:
+    """Each synced path as ``(stored path, is a folder)``: the books under it are the sync's."""
+    out = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        out.append((stored_name(path), path.is_dir()))
+    return out
+
+
+def sync_progress(total: int, bar: bool) -> Progress:
+    """One bar over ``total`` books with an ETA (a terminal, not ``--quiet``), else silence."""
+    if not bar or total == 0:
+        return Progress()
+    from folio.dataflows.parallel import BookProgress
+
+    return BookProgress(total)
+
+
+def run_sync(
+    paths: Sequence[str | Path],
+    library: Any = None,
+    config: Any = None,
+    dry_run: bool = False,
+    assume_yes: bool = False,
+    confirm: Callable[[str], bool] | None = None,
+    bar: bool = False,
+) -> SyncReport:
+    """Sync the library with ``paths`` (see the module docstring)."""
+    from folio.dataflows.api import book_sources, resolve_config, resolve_library
+
+    lib = resolve_library(library)
+    cfg = resolve_config(config, {})
+    missing = [str(p) for p in paths if not Path(p).expanduser().exists()]
+    if missing:
+        raise FolioError(missing[0], "no such file or folder")
+    roots = sync_roots(paths)
+    if dry_run:
+        sources = book_sources(paths, cfg.get("book_formats"))
+        return SyncReport(sync_plan(sources, lib.descriptors(), roots))
+    with lib.writer():
+        sources = book_sources(paths, cfg.get("book_formats"))
+        report = SyncReport(sync_plan(sources, lib.descriptors(), roots))
+        plan = report.plan
+        if plan.remove and not assume_yes:
+            question = f"remove {len(plan.remove)} book(s) whose files are gone from the library?"
+            if confirm is None or not confirm(question):
+                report.skipped_removals, plan.remove = len(plan.remove), []
+        progress = sync_progress(plan.books, bar)
+        try:
+            _apply(report, lib, cfg, progress)
+        finally:
+            progress.close()
+    return report
+
+
+def _apply(report: SyncReport, lib: Any, cfg: Mapping[str, Any], progress: Progress) -> None:
+    from folio.dataflows.parallel import BookProgress, ingest_books
+
+    plan = report.plan
+    work = [*plan.add, *(s for s, _ in plan.update)]
+    files = [s.path for s in work if s.path is not None]
+    metadata = {str(s.path): s.metadata for s in work if s.metadata}
+    results = ingest_books(files, lib, cfg, progress, metadata=metadata) if files else []
+    replaced = {str(s.path): old for s, old in plan.update}
+    removals = list(plan.remove)
+    for path, result in zip(files, results, strict=True):
+        if isinstance(result, FolioError):
+            report.errors.append(result)
+            continue
+        old = replaced.get(str(path))
+        if old is None:
+            report.added += 1
+        else:
+            report.updated += 1
+            removals += [(book_id, str(path)) for book_id in old if book_id != result.book_id]
+    planned = {book_id for book_id, _ in plan.remove}
+    known = set(lib.book_ids()) | {book_id for book_id, _ in lib.damaged_books()}
+    for book_id, _ in removals:
+        if book_id in known:
+            lib.remove(book_id)
+            known.discard(book_id)
+            report.removed += book_id in planned  # an updated book's old copy is part of its update
+        if book_id in planned and isinstance(progress, BookProgress):
+            progress.book_done(0)
+
+
+def ask_yes(question: str) -> bool:
+    """Ask on the terminal; no terminal (a script) is a no."""
+    if not sys.stdin.isatty():
+        return False
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
