@@ -429,13 +429,22 @@ def _service(args: argparse.Namespace) -> object:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from folio.dataflows.server import bind_token, check_port, serve
+    from folio.dataflows.watching import FolderWatcher, checked_watch_paths
 
     token = bind_token(args.host, args.token)  # refused before anything loads
     check_port(args.host, args.port)
+    watched = checked_watch_paths(args.watch or [])
     service = _service(args)
     print("folio: loading the library and the model…", file=sys.stderr, flush=True)
     service.warm()  # type: ignore[attr-defined]
-    serve(service, host=args.host, port=args.port, token=token)  # type: ignore[arg-type]
+    watcher = FolderWatcher(service, watched) if watched else None
+    if watcher is not None:
+        watcher.start()
+    try:
+        serve(service, host=args.host, port=args.port, token=token)  # type: ignore[arg-type]
+    finally:
+        if watcher is not None:
+            watcher.stop()
     return 0
 
 
@@ -611,6 +620,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="bind address (others than loopback need a token)")
     p.add_argument("--port", type=port, default=8765)
     p.add_argument("--token", default=None, help="required on every request (default: $FOLIO_TOKEN)")
+    p.add_argument(
+        "--watch",
+        nargs="+",
+        metavar="DIR",
+        default=None,
+        help="keep these folders / Calibre libraries synced",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("mcp", help="serve the book and Kiwix tools to an MCP client over stdio")

@@ -18,8 +18,10 @@ Tools (JSON in; out, JSON text and the same value as ``structuredContent``, a li
   (with ``llm: openai``: at most 5 LLM calls of their own, ``nodes.backends.summaries``);
 - ``kiwix_search(query)`` and ``kiwix_article_get(book, path)``: listed only when the service has a Kiwix
   source (``--zim`` or ``--kiwix-url``); a client that calls one anyway gets a tool error naming the fix;
-- ``books_list()``: the library's books (``folio books --json``) and the Kiwix books served;
-- ``ask(question)``: the whole answer with its citations (``folio ask --json``).
+- ``books_list(author?, series?, tag?, language?, format?)``: the library's books (``folio books --json``,
+  filtered as ``dataflows.filtering`` says) and the Kiwix books served;
+- ``ask(question, author?, series?, tag?, language?, format?)``: the whole answer with its citations
+  (``folio ask --json``) from the books the filters match.
 
 A failing call (a bad or missing argument, an empty string, an unknown book, chapter or chunk, a tool's
 ``{"error": ...}`` result, a ``FolioError``, even a bug) is an MCP tool error (``isError``) whose text is
@@ -106,6 +108,21 @@ class ToolSpec:
         return Tool(name=self.name, description=self.description, input_schema=self.input_schema)
 
 
+FILTER_PROPERTIES = {
+    "author": {"type": "string", "description": "only books with an author whose name holds these words"},
+    "series": {"type": "string", "description": "only books of a series whose name holds these words"},
+    "tag": {"type": "string", "description": "only books with this tag"},
+    "language": {"type": "string", "description": "only books in this language (en, eng, de...)"},
+    "format": {"type": "string", "description": "only books ingested from this format (epub, txt...)"},
+}  # dataflows.filtering
+
+
+def _filters(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"filters": {...}}`` when a call gives any filter, else nothing (keyword arguments)."""
+    given = {k: v for k, v in arguments.items() if k in FILTER_PROPERTIES}
+    return {"filters": given} if given else {}
+
+
 def object_schema(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     """An input schema in the book tools' style: an object of these properties, nothing else."""
     return {
@@ -149,18 +166,22 @@ def tool_specs() -> tuple[ToolSpec, ...]:
         ),
         ToolSpec(
             "books_list",
-            "The books in the library (book_id, title, author, chapters, chunks) and the Kiwix books "
-            "searched (name, title, language, article count).",
-            object_schema({}),
-            lambda service, _args: {"books": service.books(), "kiwix_books": service.kiwix_books()},
+            "The books in the library (book_id, title, authors, series, tags, language, format, chapters, "
+            "chunks), only those the filters given match, and the Kiwix books searched (name, title, "
+            "language, article count).",
+            object_schema(FILTER_PROPERTIES),
+            lambda service, args: {
+                "books": service.books(**_filters(args)),
+                "kiwix_books": service.kiwix_books(),
+            },
         ),
         ToolSpec(
             "ask",
-            "Answer a question from the books (and the Kiwix archives when served) with citations: the "
-            "answer text, each citation's book, chapter and character offsets (or article URL), the route "
-            "taken and the tool calls made.",
-            object_schema({"question": string}, ("question",)),
-            lambda service, args: service.ask(args["question"]),
+            "Answer a question from the books (only those the filters given match; and the Kiwix archives "
+            "when served) with citations: the answer text, each citation's book, chapter and character "
+            "offsets (or article URL), the route taken and the tool calls made.",
+            object_schema({"question": string, **FILTER_PROPERTIES}, ("question",)),
+            lambda service, args: service.ask(args["question"], **_filters(args)),
         ),
     )
 

@@ -5,10 +5,12 @@
 Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; OpenAPI page at ``/docs``):
 
 - ``GET /api/health`` · ``GET /api/version``
-- ``POST /api/ask`` ``{"question": "..."}`` → the answer with its citations
+- ``POST /api/ask`` ``{"question": "...", "filters": {"author": "..."}}`` → the answer with its citations
 - ``GET /api/search?q=...&mode=hybrid&k=10&book=ID&chapter=ID`` → hits
 - ``GET /api/books`` · ``DELETE /api/books/{book}`` (a remove job) ·
   ``GET /api/books/{book}/chapters/{chapter_id}`` · ``GET /api/books/{book}/chunks/{chunk_id}``
+- book filters (``dataflows.filtering``): ``author``, ``series``, ``tag``, ``language``, ``format`` as query
+  parameters of ``/api/books`` and ``/api/search``, and as the ``filters`` object of ``/api/ask``
 - ``GET /api/concepts?q=...&book=ID&k=10``
 - ``GET /api/kiwix/books`` · ``GET /api/kiwix/search?q=...`` · ``GET /api/kiwix/article?book=B&path=P``
 - ``POST /api/ingest`` ``{"paths": ["book.epub", "folder/"]}`` (files on this machine) → a job (202) ·
@@ -42,6 +44,7 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from folio.dataflows.service import Service, version
@@ -95,6 +98,17 @@ def status_for(error: FolioError) -> int:
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
+
+
+class BookFilters(BaseModel):
+    """``author``, ``series``, ``tag``, ``language``, ``format`` (``dataflows.filtering``): query
+    parameters of ``/api/books`` and ``/api/search``, a ``filters`` object in ``/api/ask``'s body."""
+
+    author: str | None = None
+    series: str | None = None
+    tag: str | None = None
+    language: str | None = None
+    format: str | None = None
 
 
 def _page() -> str:
@@ -171,22 +185,28 @@ def create_app(service: Service, token: str | None = None, host: str = "127.0.0.
         return {"version": version()}
 
     @app.post("/api/ask")
-    async def ask_route(question: Annotated[str, Body(embed=True)]) -> dict[str, Any]:
-        return await call(service.ask, question)
+    async def ask_route(
+        question: Annotated[str, Body(embed=True)],
+        filters: Annotated[BookFilters | None, Body(embed=True)] = None,
+    ) -> dict[str, Any]:
+        return await call(service.ask, question, filters.model_dump() if filters else None)
 
     @app.get("/api/search")
     async def search_route(
         q: str,
+        filters: Annotated[BookFilters, Query()],
         mode: str | None = None,
         k: int | None = None,
         book: str | None = None,
         chapter: Annotated[list[str] | None, Query()] = None,
     ) -> list[dict[str, Any]]:
-        return await call(service.search, q, mode=mode, k=k, book=book, chapters=chapter)
+        return await call(
+            service.search, q, mode=mode, k=k, book=book, chapters=chapter, filters=filters.model_dump()
+        )
 
     @app.get("/api/books")
-    async def books_route() -> list[dict[str, Any]]:
-        return await call(service.books)
+    async def books_route(filters: Annotated[BookFilters, Query()]) -> list[dict[str, Any]]:
+        return await call(service.books, filters.model_dump())
 
     @app.delete("/api/books/{book}", status_code=202)
     async def remove_route(book: str) -> dict[str, Any]:

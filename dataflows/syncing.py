@@ -90,6 +90,8 @@ class SyncReport:
     removed: int = 0
     errors: list[FolioError] = field(default_factory=list)
     skipped_removals: int = 0
+    ingested: list[Any] = field(default_factory=list)  # the StagedBooks added or updated
+    removed_ids: list[str] = field(default_factory=list)
 
     def summary(self, dry_run: bool = False) -> str:
         """The one summary line."""
@@ -201,8 +203,10 @@ def run_sync(
     assume_yes: bool = False,
     confirm: Callable[[str], bool] | None = None,
     bar: bool = False,
+    progress: Progress | None = None,
 ) -> SyncReport:
-    """Sync the library with ``paths`` (see the module docstring)."""
+    """Sync the library with ``paths`` (see the module docstring); ``bar``: one bar over the plan's books
+    on stderr, else ``progress`` (chunks embedded, the service's jobs) or silence."""
     from folio.dataflows.api import book_sources, resolve_config, resolve_library
 
     lib = resolve_library(library)
@@ -222,11 +226,12 @@ def run_sync(
             question = f"remove {len(plan.remove)} book(s) whose files are gone from the library?"
             if confirm is None or not confirm(question):
                 report.skipped_removals, plan.remove = len(plan.remove), []
-        progress = sync_progress(plan.books, bar)
+        shown = sync_progress(plan.books, bar) if bar or progress is None else progress
         try:
-            _apply(report, lib, cfg, progress)
+            _apply(report, lib, cfg, shown)
         finally:
-            progress.close()
+            if shown is not progress:
+                shown.close()
     return report
 
 
@@ -244,6 +249,7 @@ def _apply(report: SyncReport, lib: Any, cfg: Mapping[str, Any], progress: Progr
         if isinstance(result, FolioError):
             report.errors.append(result)
             continue
+        report.ingested.append(result)
         old = replaced.get(str(path))
         if old is None:
             report.added += 1
@@ -257,6 +263,7 @@ def _apply(report: SyncReport, lib: Any, cfg: Mapping[str, Any], progress: Progr
             lib.remove(book_id)
             known.discard(book_id)
             report.removed += book_id in planned  # an updated book's old copy is part of its update
+            report.removed_ids += [book_id] if book_id in planned else []
         if book_id in planned and isinstance(progress, BookProgress):
             progress.book_done(0)
 
