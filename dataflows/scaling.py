@@ -90,8 +90,11 @@ def _hashed_vectors(texts: Sequence[str], ndim: int = 384) -> np.ndarray:
     return np.stack(rows) if rows else np.zeros((0, ndim), dtype=np.float32)
 
 
-def _staged(book: SmallBook, directory: Path, model: str) -> tuple[StagedRows, list[str]]:
-    """One small book staged as the ingest DAG stages it: one chapter, one chunk, ~90-word windows."""
+def _staged(
+    book: SmallBook, directory: Path, model: str, source: Path | None = None
+) -> tuple[StagedRows, list[str]]:
+    """One small book staged as the ingest DAG stages it: one chapter, one chunk, ~90-word windows
+    (``source``: its file, recorded with its stamp as ingest records it, for ``folio sync``)."""
     digest = hashlib.sha1(book.text.encode()).hexdigest()
     book_id = f"{book.title.lower().replace(' ', '-')}-{digest[:8]}"
     chapter = Chapter(chapter_id=f"ch-{digest[:10]}", order=0, title=book.title, text=book.text)
@@ -149,14 +152,24 @@ def _staged(book: SmallBook, directory: Path, model: str) -> tuple[StagedRows, l
             }
         ],
     }
+    if source is not None:
+        from folio.dataflows.syncing import file_stamp, stored_name
+
+        descriptor.update(source_file=stored_name(source), **file_stamp(source))
     (directory / "book.json").write_text(json.dumps(descriptor), encoding="utf-8")
     return StagedRows(book_id, str(directory), descriptor, None), texts
 
 
 def generated_library(
-    path: Path, books: Sequence[SmallBook], encoder: Any = None, batch: int = 200, dtype: str = "i8"
+    path: Path,
+    books: Sequence[SmallBook],
+    encoder: Any = None,
+    batch: int = 200,
+    dtype: str = "i8",
+    sources: Sequence[Path] | None = None,
 ) -> Library:
-    """A library of ``books`` committed in batches (vectors from ``encoder``, else hashed)."""
+    """A library of ``books`` committed in batches (vectors from ``encoder``, else hashed); ``sources``:
+    the books' files (``write_book_files``), recorded as ingest records them."""
     lib = Library(path)
     model = encoder.model_id if encoder is not None else "generated"
     with lib.writer():
@@ -165,7 +178,8 @@ def generated_library(
             work = lib.new_staging_dir("generated")
             staged = []
             for i, book in enumerate(books[start : start + batch]):
-                rows, texts = _staged(book, work / str(i), model)
+                source = sources[start + i] if sources is not None else None
+                rows, texts = _staged(book, work / str(i), model, source)
                 vectors = encoder.encode(texts) if encoder is not None else _hashed_vectors(texts)
                 np.save(Path(rows.directory) / "vectors.npy", np.asarray(vectors, dtype=np.float32))
                 staged.append(rows)

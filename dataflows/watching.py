@@ -60,7 +60,7 @@ def touched_roots(
 ) -> list[Path]:
     """The watched ``roots`` that hold a relevant change, in the order given."""
     suffixes = tuple(suffixes)
-    hit = set()
+    hit: set[Path] = set()
     for kind, path in changes:
         if relevant_change(kind, path, suffixes, library):
             hit.update(r for r in roots if path == r or r in path.parents)

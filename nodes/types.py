@@ -687,6 +687,8 @@ class BookInfo:
     title: str
     author: str
     language: str = ""
+    series: str = ""  # a Calibre series ("Sherlock Holmes"), when the book has one
+    authors: tuple[str, ...] = ()  # every author, when known (``author`` joins them)
 
 
 @dataclass(frozen=True)

@@ -150,3 +150,15 @@ def test_sync_killed_mid_run_then_rerun_gives_every_book_once_and_a_healthy_libr
     assert sorted(s for s, _ in books) == sorted(str(p.resolve()) for p in files)  # every book once
     doctor = run_folio("doctor", "--library", str(lib))
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+
+
+def test_the_sync_bench_syncs_an_unchanged_generated_library_without_changing_it(tmp_path: Path) -> None:
+    from folio.dataflows.sync_bench import sync_bench
+
+    result = sync_bench(DATA_DIR, tmp_path, n=30)  # make bench runs 1,000 books
+    assert (
+        result["cli_summary"]
+        == "sync: nothing changed: added 0, updated 0, removed 0, failed 0, unchanged 30"
+    )
+    assert result["plan_unchanged"] == result["plan_after_touch_unchanged"] == 30
+    assert set(result) >= {"cli_sync_seconds", "plan_seconds", "meets_target"}
