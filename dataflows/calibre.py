@@ -22,8 +22,10 @@ sidecars are read only where there is no ``metadata.db`` (the database is Calibr
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
+import stat
 import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +62,29 @@ class BookSource:
 
     def error(self) -> FolioError:
         return FolioError(self.key, self.problem)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_stamp(path: Path, max_bytes: int | None = None) -> dict[str, Any]:
+    """What a descriptor records of its source file: size, mtime (ns) and sha256 (``folio sync``
+    compares them); nothing for a file that is not regular (a FIFO is never opened) or is larger than
+    ``max_bytes`` (the reader refuses it)."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode) or (max_bytes is not None and info.st_size > max_bytes):
+        return {}
+    return {"file_size": info.st_size, "file_mtime_ns": info.st_mtime_ns, "file_sha256": file_sha256(path)}
+
+
+def stored_name(path: Path) -> str:
+    """``path`` resolved, as a descriptor's ``source_file`` holds it (non-UTF-8 bytes escaped)."""
+    return os.fsencode(str(path.resolve())).decode("utf-8", "backslashreplace")
 
 
 def is_calibre_library(path: Path) -> bool:

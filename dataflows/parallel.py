@@ -302,7 +302,9 @@ def ingest_one_book(
                 "embedding_cache": window_cache,
                 "progress": progress,
                 "model_cache_dir": str(cache_lib.model_cache_dir),
-                "source_metadata": source_metadata_json(path, (metadata or {}).get(path)),
+                "source_metadata": source_metadata_json(
+                    path, (metadata or {}).get(path), config.get("max_book_bytes")
+                ),
             }
             result = dr.execute(["staged_book"], inputs={**settings_inputs(dr, config), **inputs})
         finally:
@@ -319,14 +321,14 @@ def ingest_one_book(
     )
 
 
-def source_metadata_json(path: str, metadata: Mapping[str, Any] | None) -> str:
+def source_metadata_json(path: str, metadata: Mapping[str, Any] | None, max_bytes: int | None = None) -> str:
     """The ``source_metadata`` input of the ingest DAG: ``metadata`` and the file's stamp, as JSON."""
     import json
 
-    from folio.dataflows.syncing import file_stamp
+    from folio.dataflows.calibre import file_stamp
 
     try:
-        stamp = file_stamp(Path(path))
+        stamp = file_stamp(Path(path), max_bytes)
     except OSError:
         stamp = {}  # the reader names the problem
     return json.dumps({**(metadata or {}), **stamp}, ensure_ascii=False, sort_keys=True)

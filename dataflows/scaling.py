@@ -153,7 +153,7 @@ def _staged(
         ],
     }
     if source is not None:
-        from folio.dataflows.syncing import file_stamp, stored_name
+        from folio.dataflows.calibre import file_stamp, stored_name
 
         descriptor.update(source_file=stored_name(source), **file_stamp(source))
     (directory / "book.json").write_text(json.dumps(descriptor), encoding="utf-8")

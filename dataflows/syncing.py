@@ -25,7 +25,6 @@ moved to another folder is removed and added (its embeddings come from the cache
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -33,30 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from folio.dataflows.calibre import BookSource
+from folio.dataflows.calibre import BookSource, file_sha256, stored_name
 from folio.nodes.backends.progress import Progress
 from folio.nodes.types import FolioError
 
 COMPARED = ("title", "authors", "series", "series_index", "tags", "language", "identifiers", "pubdate")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_stamp(path: Path) -> dict[str, Any]:
-    """What a descriptor records of its source file: size, mtime (ns) and sha256."""
-    stat = path.stat()
-    return {"file_size": stat.st_size, "file_mtime_ns": stat.st_mtime_ns, "file_sha256": file_sha256(path)}
-
-
-def stored_name(path: Path) -> str:
-    """``path`` resolved, as a descriptor's ``source_file`` holds it (non-UTF-8 bytes escaped)."""
-    return os.fsencode(str(path.resolve())).decode("utf-8", "backslashreplace")
 
 
 @dataclass

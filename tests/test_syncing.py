@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from folio.dataflows.calibre import BookSource
+from folio.dataflows.calibre import BookSource, file_stamp, stored_name
 from folio.dataflows.scaling import small_books, write_book_files
-from folio.dataflows.syncing import SyncPlan, SyncReport, file_stamp, stored_name, sync_plan, sync_roots
+from folio.dataflows.syncing import SyncPlan, SyncReport, sync_plan, sync_roots
 from tests.conftest import DATA_DIR, REPO_DIR, run_folio
 
 
@@ -162,3 +162,13 @@ def test_the_sync_bench_syncs_an_unchanged_generated_library_without_changing_it
     )
     assert result["plan_unchanged"] == result["plan_after_touch_unchanged"] == 30
     assert set(result) >= {"cli_sync_seconds", "plan_seconds", "meets_target"}
+
+
+def test_a_fifo_or_an_oversized_file_gets_no_stamp_and_is_never_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    assert file_stamp(fifo) == {}  # opening it would block
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * 100)
+    assert file_stamp(big, max_bytes=99) == {}
+    assert file_stamp(big)["file_size"] == 100
