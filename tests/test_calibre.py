@@ -149,6 +149,17 @@ def test_both_libraries_ingest_every_readable_book_under_its_calibre_title_and_a
     assert sum("Flutter Complete Reference" in line and "missing on disk" in line for line in lines) == 1
     assert all(line.startswith("folio: ") for line in lines) and "Traceback" not in stderr
     assert {p: sha256(Path(p) / "metadata.db") for p in before} == before  # byte-identical
+    import duckdb
+
+    con = duckdb.connect(str(lib / "catalog.duckdb"), read_only=True)
+    try:
+        catalog = {
+            r[0]: r[1:] for r in con.execute("SELECT title, authors, series, tags FROM books").fetchall()
+        }
+    finally:
+        con.close()
+    assert catalog["book6"] == ('["Sigurd Lindgren"]', "Loko", "[]")
+    assert catalog["book7"] == ('["Peter Parker"]', None, '["Gênot"]')
 
 
 def test_filters_by_author_tag_series_and_language_on_the_cli(calibre_library) -> None:
