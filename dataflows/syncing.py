@@ -6,7 +6,9 @@ whose file has the size and mtime its descriptor recorded at ingest, and whose C
 one stored, is unchanged without reading the file; when size or mtime differ the file's sha256 decides
 (a touched file is unchanged, an edited one is re-ingested); a new file is added; a library book whose
 file lies under a synced folder (or is a synced file) and is no longer among the sources is removed.
-A source with a one-line problem (a missing format, a comic) counts as failed and changes nothing.
+A source with a one-line problem (a missing format, a comic) counts as failed and changes nothing; so
+does a file that failed to ingest in an earlier sync and has the same size and mtime since (recorded in
+``LIBRARY/sync-failures.json``), so a second sync of an unchanged folder writes nothing.
 
 Running it (``run_sync``): a plan with nothing to do returns at once (no lock, no ingest imports: an
 unchanged library of 1,000 books syncs in a few seconds, ``dataflows.sync_bench``); otherwise, under the
@@ -25,6 +27,7 @@ moved to another folder is removed and added (its embeddings come from the cache
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +39,7 @@ from folio.dataflows.calibre import BookSource, file_sha256, stored_name
 from folio.nodes.backends.progress import Progress
 from folio.nodes.types import FolioError
 
+FAILURES = "sync-failures.json"  # in the library: files that failed to ingest, by size and mtime
 COMPARED = ("title", "authors", "series", "series_index", "tags", "language", "identifiers", "pubdate")
 
 
@@ -124,9 +128,14 @@ def _under(source_file: str, roots: Sequence[tuple[str, bool]]) -> bool:
 
 
 def sync_plan(
-    sources: Sequence[BookSource], descriptors: Sequence[Mapping[str, Any]], roots: Sequence[tuple[str, bool]]
+    sources: Sequence[BookSource],
+    descriptors: Sequence[Mapping[str, Any]],
+    roots: Sequence[tuple[str, bool]],
+    failures: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> SyncPlan:
-    """The plan that makes the books of ``roots`` (``(stored path, is a folder)``) mirror ``sources``."""
+    """The plan that makes the books of ``roots`` (``(stored path, is a folder)``) mirror ``sources``;
+    ``failures``: files that failed to ingest before (stored path -> size, mtime, reason), not tried
+    again while their size and mtime stay the same."""
     by_source: dict[str, list[Mapping[str, Any]]] = {}
     for d in descriptors:
         by_source.setdefault(str(d.get("source_file", "")), []).append(d)
@@ -141,8 +150,13 @@ def sync_plan(
             continue
         seen.add(name)
         held = by_source.get(name, [])
-        if not held:
+        failed = (failures or {}).get(name)
+        if not held and failed is not None and not _file_changed(source.path, failed):
+            plan.problems.append(FolioError(str(source.path), f"{failed['reason']} (unchanged since)"))
+        elif not held:
             plan.add.append(source)
+            continue
+        if not held:
             continue
         fresh = [d for d in held if not _file_changed(source.path, d) and not _metadata_changed(source, d)]
         if fresh:
@@ -198,11 +212,12 @@ def run_sync(
         raise FolioError(missing[0], "no such file or folder")
     roots = sync_roots(paths)
     formats = cfg.get("book_formats")
-    report = SyncReport(sync_plan(book_sources(paths, formats), lib.descriptors(), roots))
+    failures = read_failures(lib.path)
+    report = SyncReport(sync_plan(book_sources(paths, formats), lib.descriptors(), roots, failures))
     if dry_run or not report.plan.books:
         return report  # nothing to write: no lock taken, nothing imported for ingest
     with lib.writer():  # the plan again, under the lock: another writer may have changed the library
-        report = SyncReport(sync_plan(book_sources(paths, formats), lib.descriptors(), roots))
+        report = SyncReport(sync_plan(book_sources(paths, formats), lib.descriptors(), roots, failures))
         plan = report.plan
         if plan.remove and not assume_yes:
             question = f"remove {len(plan.remove)} book(s) whose files are gone from the library?"
@@ -214,12 +229,58 @@ def run_sync(
         finally:
             if shown is not progress:
                 shown.close()
+        write_failures(lib.path, failures, report)
     return report
+
+
+def read_failures(library: Path) -> dict[str, dict[str, Any]]:
+    """The files that failed to ingest in earlier syncs (``FAILURES`` in the library; none when absent
+    or unreadable: they are then tried again)."""
+    try:
+        data = json.loads((Path(library) / FAILURES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return (
+        {str(k): v for k, v in data.items() if isinstance(v, dict) and "reason" in v}
+        if isinstance(data, dict)
+        else {}
+    )
+
+
+def write_failures(library: Path, failures: Mapping[str, Any], report: SyncReport) -> None:
+    """Record the files this sync failed to ingest (with their size and mtime), forget those it ingested;
+    written whole (a temporary file renamed), inside the library."""
+    kept = {
+        k: v
+        for k, v in failures.items()
+        if k not in {stored_name(s.path) for s in _work(report.plan) if s.path}
+    }
+    for error in report.errors:
+        path = Path(error.source)
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        kept[stored_name(path)] = {
+            "file_size": info.st_size,
+            "file_mtime_ns": info.st_mtime_ns,
+            "reason": error.reason,
+        }
+    target = Path(library) / FAILURES
+    if not kept and not target.exists():
+        return
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_text(json.dumps(kept, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+    os.replace(temporary, target)
+
+
+def _work(plan: SyncPlan) -> list[BookSource]:
+    return [*plan.add, *(s for s, _ in plan.update)]
 
 
 def _apply(report: SyncReport, lib: Any, cfg: Mapping[str, Any], progress: Progress) -> None:
     plan = report.plan
-    work = [*plan.add, *(s for s, _ in plan.update)]
+    work = _work(plan)
     files = [s.path for s in work if s.path is not None]
     metadata = {str(s.path): s.metadata for s in work if s.metadata}
     results: list[Any] = []

@@ -162,6 +162,19 @@ def test_both_libraries_ingest_every_readable_book_under_its_calibre_title_and_a
     assert catalog["book7"] == ('["Peter Parker"]', None, '["Gênot"]')
 
 
+def test_syncing_the_ingested_calibre_library_twice_the_second_run_changes_nothing(calibre_library) -> None:
+    lib = str(calibre_library[0])
+    first = run_folio("sync", str(WEB_TEST), "--library", lib)  # the CP1252 TXT is tried once more
+    assert "updated 0, removed 0" in first.stdout, first.stdout + first.stderr
+    second = run_folio("sync", str(WEB_TEST), "--library", lib)
+    assert second.stdout.strip().startswith("sync: nothing changed: added 0, updated 0, removed 0"), (
+        second.stdout
+    )
+    assert "unchanged 4" in second.stdout  # the four EPUBs; the others are failed lines, as before
+    assert sum("comicdemo" in line for line in second.stderr.splitlines()) == 1
+    assert sha256(WEB_TEST / "metadata.db") == calibre_library[2][str(WEB_TEST)]
+
+
 def test_filters_by_author_tag_series_and_language_on_the_cli(calibre_library) -> None:
     lib = str(calibre_library[0])
 

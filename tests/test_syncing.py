@@ -172,3 +172,16 @@ def test_a_fifo_or_an_oversized_file_gets_no_stamp_and_is_never_read(tmp_path: P
     big.write_bytes(b"x" * 100)
     assert file_stamp(big, max_bytes=99) == {}
     assert file_stamp(big)["file_size"] == 100
+
+
+def test_a_file_that_failed_is_not_tried_again_until_it_changes(folder: list[Path]) -> None:
+    bad = folder[0]
+    info = bad.stat()
+    failures = {
+        stored_name(bad): {"file_size": info.st_size, "file_mtime_ns": info.st_mtime_ns, "reason": "nope"}
+    }
+    plan = sync_plan([BookSource(str(bad), bad)], [], sync_roots([bad]), failures)
+    assert plan.add == [] and [str(e) for e in plan.problems] == [f"{bad}: nope (unchanged since)"]
+    bad.write_text("Fixed\n\nNow it is a readable book.\n", encoding="utf-8")
+    retried = sync_plan([BookSource(str(bad), bad)], [], sync_roots([bad]), failures)
+    assert [s.path for s in retried.add] == [bad] and retried.problems == []
