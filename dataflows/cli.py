@@ -480,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--config", default=None, help="config YAML (default: configs/default.yaml)")
 
-    p = sub.add_parser("ingest", help="ingest EPUB / text books (files or folders)")
+    p = sub.add_parser("ingest", help="ingest EPUB / text books (files, folders or Calibre libraries)")
     p.add_argument("paths", nargs="+")
     library_opt(p)
     p.add_argument("--profile", choices=["narrative", "technical", "poetry"], default=None)
