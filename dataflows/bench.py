@@ -10,9 +10,8 @@ the same windows and times the CLI's start-up. The ``llm`` section (``dataflows.
 fresh-process ``folio ask`` against a real llama.cpp server running SmolLM2-135M. Other sections
 (Kiwix, ask, re-ingest) are added by the modules that own them when present. The scaling section
 (``dataflows.scaling``: libraries of 10, 100 and 1,000 small books, search latency, open files, RSS,
-adding a book, the HNSW scalar kinds) writes its table and plot to ``--plots``. The ``sync`` section
-(``dataflows.sync_bench``) times ``folio sync`` of an unchanged library of 1,000 books. ``--only SECTION``
-runs one section.
+adding a book, the HNSW scalar kinds) writes its table and plot to ``--plots``. ``--only SECTION`` runs
+one section.
 """
 
 from __future__ import annotations
@@ -47,7 +46,6 @@ from folio.dataflows.registry import execute
 from folio.dataflows.scaling import scaling_bench
 from folio.dataflows.serve_bench import http_bench
 from folio.dataflows.speed_bench import speed_bench
-from folio.dataflows.sync_bench import sync_bench
 from folio.nodes import kiwix, source_fusion
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.encoder import load_encoder
@@ -63,7 +61,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling", "speed", "llm", "sync")
+SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling", "speed", "llm")
 
 
 def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
@@ -490,7 +488,6 @@ def main(argv: list[str] | None = None) -> int:
             "http": lambda: http_bench(data_dir),
             "speed": lambda: speed_bench(data_dir),
             "llm": lambda: llm_bench(data_dir),
-            "sync": lambda: sync_bench(data_dir, work),
             "scaling": lambda: scaling_bench(
                 data_dir,
                 scaling_work,
