@@ -189,3 +189,17 @@ def test_a_file_that_failed_is_not_tried_again_until_it_changes(folder: list[Pat
     bad.write_text("Fixed\n\nNow it is a readable book.\n", encoding="utf-8")
     retried = sync_plan([BookSource(str(bad), bad)], [], sync_roots([bad]), failures)
     assert [s.path for s in retried.add] == [bad] and retried.problems == []
+
+
+def test_one_bar_over_the_whole_plan_has_its_total_before_the_first_book() -> None:
+    from folio.dataflows.parallel import BookProgress
+    from folio.dataflows.syncing import sync_progress
+
+    bar = sync_progress(7, bar=True)
+    try:
+        assert isinstance(bar, BookProgress) and bar._bar.total == 7 and bar.books_done == 0
+        bar.book_done(3)
+        assert bar.books_done == 1 and bar.chunks_done == 3
+    finally:
+        bar.close()
+    assert not isinstance(sync_progress(7, bar=False), BookProgress)  # --quiet, or not a terminal

@@ -112,3 +112,19 @@ def test_a_watched_folder_is_mirrored_by_jobs_the_api_lists(tmp_path: Path, watc
     finally:
         watcher.stop()
         service.close()
+
+
+def test_serve_watch_of_a_file_is_one_line_before_anything_loads(tmp_path: Path) -> None:
+    from tests.conftest import run_folio
+    from tests.servers import free_port
+
+    book = tmp_path / "book.txt"
+    book.write_text("A\n\nB.\n", encoding="utf-8")
+    out = run_folio(
+        "serve", "--library", str(tmp_path / "lib"), "--port", str(free_port()), "--watch", str(book)
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"folio: {book}: not a folder: --watch takes folders (or Calibre libraries)"
+    ]
+    assert not (tmp_path / "lib").exists()
