@@ -198,6 +198,10 @@ def test_filters_by_author_tag_series_and_language_on_the_cli(calibre_library) -
         return {h["book_id"].split("-")[0] for h in json.loads(out.stdout)}
 
     assert len(hit_books()) > 1  # the dummy text is in several books
+    for author, book in (("parker", "book7"), ("baskerville", "book8")):
+        out = run_folio("ask", "What is the Blindtext for?", "--json", "--library", lib, "--author", author)
+        cited = {c["book_id"].split("-")[0] for c in json.loads(out.stdout)["citations"]}
+        assert cited == {book}, out.stdout[-500:] + out.stderr
     assert hit_books("--author", "parker") == {"book7"}
     assert hit_books("--tag", "Gênot") == {"book7"}
 
@@ -221,16 +225,25 @@ def test_filters_by_author_and_tag_on_the_http_api_and_the_mcp_tools(calibre_lib
         assert hits and {h["book_id"].split("-")[0] for h in hits} == {"book7"}
         nothing = http.get("/api/books", params={"author": "nobody at all"})
         assert nothing.status_code in (400, 404) and "no book" in nothing.json()["error"]
-        answer = http.post("/api/ask", json={"question": "Blindtext", "filters": {"tag": "Gênot"}}).json()
-        assert {c["book_id"].split("-")[0] for c in answer.get("citations", [])} <= {"book7"}
+        question = "What is the Blindtext for?"
+        answer = http.post("/api/ask", json={"question": question, "filters": {"tag": "Gênot"}}).json()
+        assert {c["book_id"].split("-")[0] for c in answer["citations"]} == {"book7"}
 
     async def tools() -> tuple[list, list]:
         async with Client(server(service), mode="legacy") as client:
             by_tag = await client.call_tool("books_list", {"tag": "Gênot"})
             by_author = await client.call_tool("books_list", {"author": "schember"})
-            return json.loads(by_tag.content[0].text)["books"], json.loads(by_author.content[0].text)["books"]
+            asked = await client.call_tool(
+                "ask", {"question": "What is the Blindtext for?", "author": "parker"}
+            )
+            return (
+                json.loads(by_tag.content[0].text)["books"],
+                json.loads(by_author.content[0].text)["books"],
+                json.loads(asked.content[0].text),
+            )
 
-    by_tag, by_author = anyio.run(tools)
+    by_tag, by_author, asked = anyio.run(tools)
     assert [b["title"] for b in by_tag] == ["book7"]
     assert [b["title"] for b in by_author] == ["Quick Start Guide"]
+    assert {c["book_id"].split("-")[0] for c in asked["citations"]} == {"book7"}
     service.close()
