@@ -14,7 +14,8 @@ books with MiniLM vectors (kept in a work folder between runs, their window vect
 open files, RSS and the cost of adding a book with the real ingest per size in fresh processes
 (``size_measurement``), the CLI under ``ulimit -n 256``, and the HNSW scalar kinds compared against
 exact float32 search (``scalar_kind_measurement``; FairytaleQA over a whole library with
-``fairytaleqa_by_scalar_kind``); ``scaling_table`` and ``scaling_plot`` report it.
+``fairytaleqa_by_scalar_kind``), and ``folio sync`` of an unchanged library of 1,000 books
+(``sync_measurement``); ``scaling_table`` and ``scaling_plot`` report it.
 
 Limitations: the generated books are one chunk each, so the lexical index holds as many chunks as
 books; a library of long books has more postings per query word at the same number of books.
@@ -90,8 +91,11 @@ def _hashed_vectors(texts: Sequence[str], ndim: int = 384) -> np.ndarray:
     return np.stack(rows) if rows else np.zeros((0, ndim), dtype=np.float32)
 
 
-def _staged(book: SmallBook, directory: Path, model: str) -> tuple[StagedRows, list[str]]:
-    """One small book staged as the ingest DAG stages it: one chapter, one chunk, ~90-word windows."""
+def _staged(
+    book: SmallBook, directory: Path, model: str, source: Path | None = None
+) -> tuple[StagedRows, list[str]]:
+    """One small book staged as the ingest DAG stages it: one chapter, one chunk, ~90-word windows
+    (``source``: its file, recorded with its stamp as ingest records it, for ``folio sync``)."""
     digest = hashlib.sha1(book.text.encode()).hexdigest()
     book_id = f"{book.title.lower().replace(' ', '-')}-{digest[:8]}"
     chapter = Chapter(chapter_id=f"ch-{digest[:10]}", order=0, title=book.title, text=book.text)
@@ -149,14 +153,24 @@ def _staged(book: SmallBook, directory: Path, model: str) -> tuple[StagedRows, l
             }
         ],
     }
+    if source is not None:
+        from folio.dataflows.calibre import file_stamp, stored_name
+
+        descriptor.update(source_file=stored_name(source), **file_stamp(source))
     (directory / "book.json").write_text(json.dumps(descriptor), encoding="utf-8")
     return StagedRows(book_id, str(directory), descriptor, None), texts
 
 
 def generated_library(
-    path: Path, books: Sequence[SmallBook], encoder: Any = None, batch: int = 200, dtype: str = "i8"
+    path: Path,
+    books: Sequence[SmallBook],
+    encoder: Any = None,
+    batch: int = 200,
+    dtype: str = "i8",
+    sources: Sequence[Path] | None = None,
 ) -> Library:
-    """A library of ``books`` committed in batches (vectors from ``encoder``, else hashed)."""
+    """A library of ``books`` committed in batches (vectors from ``encoder``, else hashed); ``sources``:
+    the books' files (``write_book_files``), recorded as ingest records them."""
     lib = Library(path)
     model = encoder.model_id if encoder is not None else "generated"
     with lib.writer():
@@ -165,7 +179,8 @@ def generated_library(
             work = lib.new_staging_dir("generated")
             staged = []
             for i, book in enumerate(books[start : start + batch]):
-                rows, texts = _staged(book, work / str(i), model)
+                source = sources[start + i] if sources is not None else None
+                rows, texts = _staged(book, work / str(i), model, source)
                 vectors = encoder.encode(texts) if encoder is not None else _hashed_vectors(texts)
                 np.save(Path(rows.directory) / "vectors.npy", np.asarray(vectors, dtype=np.float32))
                 staged.append(rows)
@@ -173,6 +188,57 @@ def generated_library(
             shutil.rmtree(work, ignore_errors=True)
         lib.sync_catalog()
     return lib
+
+
+# --- folio sync of an unchanged library (in the scaling section) -------------------------------------
+SYNC_BOOKS = 1_000
+TARGET_SECONDS = 5.0
+
+
+def _plan_seconds(folder: Path, library: Any) -> tuple[float, Any]:
+    from folio.dataflows.api import book_sources
+    from folio.dataflows.syncing import sync_plan, sync_roots
+
+    start = time.perf_counter()
+    plan = sync_plan(book_sources([folder]), library.descriptors(), sync_roots([folder]))
+    return time.perf_counter() - start, plan
+
+
+def sync_measurement(data_dir: Path, work: Path, n: int = SYNC_BOOKS) -> dict[str, Any]:
+    """``folio sync`` of an unchanged library of ``n`` generated books (issue 28: under 5 s for 1,000):
+    the books written as text files and committed with their files' stamps (hashed vectors: nothing is
+    embedded); the whole command in a fresh process, the plan alone, and the plan after every file's
+    mtime changed (each file hashed, all still unchanged)."""
+    import subprocess
+    import sys
+
+    books = small_books(data_dir, n)
+    folder = work / "sync-books"
+    files = write_book_files(books, folder)
+    library = generated_library(work / "sync-library", books, sources=files)
+    command = [sys.executable, "-m", "folio.dataflows.cli", "sync", str(folder), "--quiet"]
+    start = time.perf_counter()
+    out = subprocess.run(
+        [*command, "--library", str(library.path)], capture_output=True, text=True, timeout=600, check=False
+    )
+    cli_seconds = time.perf_counter() - start
+    plan_seconds, plan = _plan_seconds(folder, library)
+    later = time.time_ns() + 10**9
+    for path in files:
+        os.utime(path, ns=(later, later))
+    touched_seconds, touched = _plan_seconds(folder, library)
+    library.close()
+    return {
+        "books": n,
+        "cli_sync_seconds": round(cli_seconds, 2),
+        "cli_summary": out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr.strip(),
+        "plan_seconds": round(plan_seconds, 3),
+        "plan_unchanged": plan.unchanged,
+        "plan_after_touch_seconds": round(touched_seconds, 3),
+        "plan_after_touch_unchanged": touched.unchanged,
+        "target_seconds": TARGET_SECONDS,
+        "meets_target": cli_seconds < TARGET_SECONDS and out.returncode == 0 and plan.unchanged == n,
+    }
 
 
 # --- the scaling bench (``make bench``, section "scaling") ---------------------------------------------
@@ -815,6 +881,7 @@ def scaling_bench(
     probe = library_queries(kinds[dtypes[0]])
     result["scalar_kinds"] = scalar_kind_measurement(kinds, encoder.encoder.encode(probe))
     result["scalar_kinds_books"] = largest
+    result["sync_unchanged"] = sync_measurement(data_dir, work_dir / "sync")
     if fairytaleqa_library is not None:
         qa_file = data_dir / "qa" / "fairytaleqa" / "questions.csv"
         result["fairytaleqa_by_scalar_kind"] = fairytaleqa_by_scalar_kind(

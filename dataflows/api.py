@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from folio.dataflows.calibre import BookSource, calibre_books, has_sidecars, is_calibre_library, sidecar_books
 from folio.dataflows.config import load_config
+from folio.dataflows.filtering import BookFilter, matching_ids
 from folio.dataflows.library import Library
 from folio.nodes.backends.progress import NullProgress, Progress
 from folio.nodes.readers.table import BOOK_SUFFIXES
@@ -68,6 +70,32 @@ def book_files(paths: Iterable[str | Path]) -> list[Path]:
     return out
 
 
+def ingestible_suffixes() -> frozenset[str]:
+    """The file suffixes ``folio ingest`` reads (what a Calibre library's format choice asks)."""
+    return frozenset(BOOK_SUFFIXES)
+
+
+def book_sources(paths: Iterable[str | Path], formats: Sequence[str] | None = None) -> list[BookSource]:
+    """What ``paths`` name, as books to ingest with their metadata (``dataflows.calibre``): a Calibre
+    library (a folder holding ``metadata.db``) by its database, a folder of ``metadata.opf`` sidecars by
+    them, any other folder and file as in ``book_files``; ``formats``: the Calibre format preference."""
+    from folio.dataflows.calibre import DEFAULT_FORMATS
+
+    preference = tuple(formats or DEFAULT_FORMATS)
+    out: list[BookSource] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if not _is_dir(path):
+            out.append(BookSource(str(path), path))
+        elif is_calibre_library(path):
+            out.extend(calibre_books(path, preference, ingestible_suffixes()))
+        elif has_sidecars(path):
+            out.extend(sidecar_books(path, preference, ingestible_suffixes(), _folder_books(path)))
+        else:
+            out.extend(BookSource(str(f), f) for f in _folder_books(path))
+    return out
+
+
 def _is_dir(path: Path) -> bool:
     """``path.is_dir()``, False for a path the system refuses (a name too long): it then fails alone, as
     a file, with its reason."""
@@ -112,13 +140,16 @@ def ingest(
     overrides: dict[str, Any] = {"chunk_profile": profile} if profile else {}
     cfg = resolve_config(config, overrides)
     report = IngestReport()
-    files = book_files(paths)
-    if not files:
+    sources = book_sources(paths, cfg.get("book_formats"))
+    if not sources:
         raise FolioError(
             ", ".join(str(p) for p in paths), f"no book files ({', '.join(BOOK_SUFFIXES)}) found"
         )
+    report.errors.extend(s.error() for s in sources if s.path is None)
+    files = [s.path for s in sources if s.path is not None]
+    metadata = {str(s.path): s.metadata for s in sources if s.path is not None and s.metadata}
     with lib.writer():
-        results = ingest_books(files, lib, cfg, progress or NullProgress(), cache=cache)
+        results = ingest_books(files, lib, cfg, progress or NullProgress(), cache=cache, metadata=metadata)
     for result in results:
         if isinstance(result, FolioError):
             report.errors.append(result)
@@ -135,8 +166,10 @@ def search(
     mode: str | None = None,
     k: int | None = None,
     config: str | Path | Mapping[str, Any] | None = None,
+    filters: BookFilter | Mapping[str, Any] | None = None,
 ) -> list[Hit]:
-    """Search the library (or one book, or some chapters) by words, meaning, or both."""
+    """Search the library (or one book, or some chapters, or the books ``filters`` match: see
+    ``dataflows.filtering``) by words, meaning, or both."""
     from folio.dataflows.registry import execute  # Hamilton's driver: not for `folio books`
 
     lib = resolve_library(library)
@@ -148,7 +181,7 @@ def search(
     if k is not None:
         overrides["search_k"] = int(k)
     cfg = resolve_config(config, overrides)
-    stores = lib.stores([lib.resolve_book(book)] if book else None)
+    stores = lib.stores(filtered_ids(lib, [lib.resolve_book(book)] if book else None, filters))
     if not stores:
         raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
     chapter_ids = None
@@ -209,6 +242,23 @@ def concept_rows(
     return rows
 
 
-def books(library: str | Path | Library | None = None) -> list[dict[str, Any]]:
-    """The library's books: id, title, author, chapters, chunks."""
-    return resolve_library(library).books()
+def books(
+    library: str | Path | Library | None = None, filters: BookFilter | Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The library's books (id, title, authors, series, tags, language, format, source, chapters,
+    chunks), those ``filters`` match when given."""
+    rows = resolve_library(library).books()
+    book_filter = filters if isinstance(filters, BookFilter) else BookFilter.of(filters or {})
+    keep = set(matching_ids(rows, book_filter)) if book_filter else None
+    return [r for r in rows if keep is None or r["book_id"] in keep]
+
+
+def filtered_ids(
+    lib: Library, book_ids: Sequence[str] | None, filters: BookFilter | Mapping[str, Any] | None
+) -> list[str] | None:
+    """``book_ids`` (None: every book) narrowed to the books ``filters`` match (None: no filter)."""
+    book_filter = filters if isinstance(filters, BookFilter) else BookFilter.of(filters or {})
+    if not book_filter:
+        return list(book_ids) if book_ids is not None else None
+    descriptors = [d for d in lib.descriptors() if book_ids is None or d["book_id"] in book_ids]
+    return matching_ids(descriptors, book_filter)

@@ -178,6 +178,7 @@ def ask(
     zim_paths: Sequence[str | os.PathLike[str]] | None = None,
     kiwix_url: str | None = None,
     overrides: Mapping[str, Any] | None = None,
+    filters: Mapping[str, Any] | None = None,
 ) -> Answer:
     """Answer ``question`` from the library's books and the configured sources, with citations.
 
@@ -189,11 +190,20 @@ def ask(
         zim_paths: ZIM files for the kiwix source; ``kiwix_url``: a kiwix-serve instead.
         overrides: values of ask-graph nodes to use instead of computing them (Hamilton ``overrides``;
             tests and embedding apps: e.g. ``web_sources``, ``kiwix_ready``, ``kiwix_results``).
+        filters: only the books these match (``author``, ``series``, ``tag``, ``language``, ``format``:
+            ``dataflows.filtering``).
     """
     if not question.strip():
         raise FolioError("question", "empty question")
     cfg = ask_config(config, zim_paths, kiwix_url)
     lib, stores, maps = _library(library)
+    if filters:
+        from folio.dataflows.api import filtered_ids
+
+        keep = filtered_ids(lib, None, filters)
+        if keep is not None:
+            stores = {b: s for b, s in stores.items() if b in keep}
+            maps = {b: m for b, m in maps.items() if b in keep}
     if not stores and not overrides and not other_sources(cfg):
         raise FolioError(
             str(lib.path),

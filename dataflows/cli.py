@@ -1,4 +1,4 @@
-"""The ``folio`` command line: ingest, books, search, eval, viz, kiwix, doctor, summary.
+"""The ``folio`` command line: ingest, sync, books, search, eval, viz, kiwix, doctor, summary.
 
 Every user-facing failure is one line on stderr (``folio: <file>: <reason>``) and a non-zero exit:
 a bad argument (exit 2), a ``FolioError`` (1), an unexpected exception (``folio: internal error: ...``,
@@ -180,9 +180,10 @@ def _name_damaged(lib: object) -> None:
 
 def cmd_books(args: argparse.Namespace) -> int:
     from folio.dataflows.api import books
+    from folio.dataflows.filtering import BookFilter, book_line
     from folio.dataflows.library import Library
 
-    rows = books(args.library)
+    rows = books(args.library, BookFilter.of(args))
     _name_damaged(Library(args.library))  # the others are listed
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -191,9 +192,9 @@ def cmd_books(args: argparse.Namespace) -> int:
         print(f"no books yet in {Library(args.library).path}: folio ingest PATH...")
         _empty_library_notes(args)
         return 0
-    print(f"{'id':<48} {'chapters':>8} {'chunks':>7}  title — author")
+    print(f"{'id':<48} {'chapters':>8} {'chunks':>7}  title — author [series; tags; language, format]")
     for r in rows:
-        print(f"{r['book_id']:<48} {r['chapters']:>8} {r['chunks']:>7}  {r['title']} — {r['author']}")
+        print(f"{r['book_id']:<48} {r['chapters']:>8} {r['chunks']:>7}  {book_line(r)}")
     return 0
 
 
@@ -222,6 +223,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         mode=args.mode,
         k=args.k,
         config=args.config,
+        filters=vars(args),
     )
     from folio.dataflows.library import Library
 
@@ -362,7 +364,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from folio.dataflows.library import Library
 
     result = ask(
-        args.question, config=args.config, library=args.library, zim_paths=args.zim, kiwix_url=args.kiwix_url
+        args.question,
+        config=args.config,
+        library=args.library,
+        zim_paths=args.zim,
+        kiwix_url=args.kiwix_url,
+        filters=vars(args),
     )
     _name_damaged(Library(args.library))  # answered from the others
     print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False) if args.json else format_answer(result))
@@ -413,6 +420,28 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sync(args: argparse.Namespace) -> int:
+    from folio.dataflows.syncing import ask_yes, run_sync
+
+    report = run_sync(
+        args.paths,
+        args.library,
+        args.config,
+        args.dry_run,
+        args.yes,
+        ask_yes,
+        not args.quiet and sys.stderr.isatty(),
+    )
+    if args.dry_run:
+        print("\n".join(report.plan.lines()))
+    for error in [*report.plan.problems, *report.errors]:
+        _err(str(error))
+    if report.skipped_removals:
+        _err(f"{report.skipped_removals} removal(s) not done: run again with --yes to remove them")
+    print(report.summary(args.dry_run))
+    return 1 if report.errors else 0
+
+
 def _service(args: argparse.Namespace) -> object:
     from folio.dataflows.service import Service
 
@@ -422,14 +451,23 @@ def _service(args: argparse.Namespace) -> object:
 def cmd_serve(args: argparse.Namespace) -> int:
     from folio.dataflows.http_guard import real_folders
     from folio.dataflows.server import bind_token, check_port, serve
+    from folio.dataflows.watching import FolderWatcher, checked_watch_paths
 
     token = bind_token(args.host, args.token)  # refused before anything loads
     books = real_folders(args.books or ())
     check_port(args.host, args.port)
+    watched = checked_watch_paths(args.watch or [])
     service = _service(args)
     print("folio: loading the library and the model…", file=sys.stderr, flush=True)
     service.warm()  # type: ignore[attr-defined]
-    serve(service, host=args.host, port=args.port, token=token, books=books)  # type: ignore[arg-type]
+    watcher = FolderWatcher(service, watched) if watched else None
+    if watcher is not None:
+        watcher.start()
+    try:
+        serve(service, host=args.host, port=args.port, token=token, books=books)  # type: ignore[arg-type]
+    finally:
+        if watcher is not None:
+            watcher.stop()
     return 0
 
 
@@ -469,17 +507,32 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--config", default=None, help="config YAML (default: configs/default.yaml)")
 
-    p = sub.add_parser("ingest", help="ingest EPUB / text books (files or folders)")
+    p = sub.add_parser("ingest", help="ingest EPUB / text books (files, folders or Calibre libraries)")
     p.add_argument("paths", nargs="+")
     library_opt(p)
     p.add_argument("--profile", choices=["narrative", "technical", "poetry"], default=None)
     p.add_argument("--quiet", action="store_true", help="no progress bar, only errors")
     p.set_defaults(func=cmd_ingest)
 
+    def filter_opts(p: argparse.ArgumentParser) -> None:
+        from folio.dataflows.filtering import FILTER_FIELDS
+
+        for name in FILTER_FIELDS:
+            p.add_argument(f"--{name}", default=None, help=f"only books of this {name}")
+
     p = sub.add_parser("books", help="list the library's books")
     p.add_argument("--library", default=None)
     p.add_argument("--json", action="store_true")
+    filter_opts(p)
     p.set_defaults(func=cmd_books)
+
+    p = sub.add_parser("sync", help="make the library mirror folders and Calibre libraries")
+    p.add_argument("paths", nargs="+")
+    library_opt(p)
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--yes", action="store_true", help="remove vanished books without asking")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sync)
 
     p = sub.add_parser("search", help="search the library by words and meaning")
     p.add_argument("query")
@@ -489,6 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=SEARCH_MODES, metavar="{hybrid,lexical,semantic}", help=SEARCH_MODE_HELP)
     p.add_argument("-k", type=count, default=None)
     p.add_argument("--json", action="store_true")
+    filter_opts(p)
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser(
@@ -555,6 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve to search too")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    filter_opts(p)
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("kiwix", help="find the articles that answer a question in Kiwix books")
@@ -602,9 +657,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--books",
         nargs="+",
+        action="extend",
         metavar="DIR",
         default=None,
         help="folders POST /api/ingest may read (default: none, ingest over HTTP is off)",
+    )
+    p.add_argument(
+        "--watch",
+        nargs="+",
+        action="extend",
+        metavar="DIR",
+        default=None,
+        help="keep these folders / Calibre libraries synced (jobs at /api/jobs)",
     )
     p.set_defaults(func=cmd_serve)
 

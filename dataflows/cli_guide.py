@@ -36,7 +36,7 @@ EVAL_MODE_HELP = (
 )
 
 # list options (nargs="+") and the endings of the values they take
-LIST_OPTIONS: dict[str, tuple[str, ...]] = {"--zim": (".zim",)}
+LIST_OPTIONS: dict[str, tuple[str, ...]] = {"--zim": (".zim",), "--books": (), "--watch": ()}
 DEMO_LIBRARY = ".folio-demo"  # the Makefile's LIBRARY
 
 

@@ -284,5 +284,6 @@ ASSEMBLY_KEYS = frozenset(
         "searxng_timeout_seconds",
         "searxng_max_results",
         "ask_deadline_seconds",  # one ask's total deadline (dataflows.asking.ask, nodes.backends.deadlines)
+        "book_formats",  # a Calibre library's format preference (dataflows.api.book_sources)
     }
 )

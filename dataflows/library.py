@@ -5,7 +5,8 @@ Layout (the library directory is the only state; delete it and nothing else rema
     LIBRARY/
       library.sqlite            every book: descriptor, concept map, chapters, chunks, FTS5, window vectors
       vectors-<G>.usearch       one HNSW over every window (generation G; see nodes.backends.library_index)
-      catalog.duckdb            books, chapters, chunks (metadata only; rebuilt from library.sqlite)
+      catalog.duckdb            books (with authors, series, tags, identifiers, pubdate: JSON text for
+                                lists), chapters, chunks (metadata only; rebuilt from library.sqlite)
       staging/                  books being written by ingest; never read by queries
       trash/                    a library's old per-book directories while they are upgraded
       cache/                    embeddings and Hamilton results (diskcache); summaries/summaries.db: chapter
@@ -95,7 +96,9 @@ CATALOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS books(
     book_id VARCHAR PRIMARY KEY, title VARCHAR, author VARCHAR, language VARCHAR, source_file VARCHAR,
     format VARCHAR, content_hash VARCHAR, embedding_model VARCHAR, chunk_tokens INTEGER,
-    n_chapters INTEGER, n_chunks INTEGER, n_windows INTEGER, ingested_at TIMESTAMP DEFAULT current_timestamp);
+    n_chapters INTEGER, n_chunks INTEGER, n_windows INTEGER, authors VARCHAR, series VARCHAR,
+    series_index DOUBLE, tags VARCHAR, identifiers VARCHAR, pubdate VARCHAR,
+    ingested_at TIMESTAMP DEFAULT current_timestamp);
 CREATE TABLE IF NOT EXISTS chapters(
     book_id VARCHAR, chapter_id VARCHAR, ord INTEGER, title VARCHAR, length INTEGER, n_chunks INTEGER);
 CREATE TABLE IF NOT EXISTS chunks(
@@ -340,19 +343,28 @@ class Library:
         books = {b["book_id"]: b for b in self.descriptors()}
         try:
             con = duckdb.connect(str(self.catalog_path))
-            con.execute(CATALOG_SCHEMA)
+            try:
+                con.execute(CATALOG_SCHEMA)
+                con.execute("SELECT authors, pubdate FROM books LIMIT 0")  # a catalog of an earlier schema
+            except duckdb.Error:
+                con.close()  # closed before the file goes: DuckDB keeps one open database per path
+                raise
         except duckdb.Error:  # a damaged catalog: it is derived data, rebuilt from library.sqlite
             self.drop_catalog()
             con = duckdb.connect(str(self.catalog_path))
             con.execute(CATALOG_SCHEMA)
         try:
-            have = dict(
-                con.execute(
-                    "SELECT book_id, content_hash || '|' || embedding_model || '|' || chunk_tokens FROM books"
+            have = {
+                i: f"{key}|{title}|{author}|{series}|{tags}"
+                for i, key, title, author, series, tags in con.execute(
+                    "SELECT book_id, content_hash || '|' || embedding_model || '|' || chunk_tokens, title, "
+                    "author, series, tags FROM books"
                 ).fetchall()
-            )
+            }
             want = {
-                i: f"{b['content_hash']}|{b['embedding_model']}|{b['chunk_tokens']}" for i, b in books.items()
+                i: f"{b['content_hash']}|{b['embedding_model']}|{b['chunk_tokens']}|"
+                f"{b['title']}|{b['author']}|{b.get('series')}|{_json_or_none(b.get('tags'))}"
+                for i, b in books.items()
             }
             stale = [i for i in have if want.get(i) != have[i]]
             fresh = [i for i in want if have.get(i) != want[i]]
@@ -365,7 +377,8 @@ class Library:
             for book_id in fresh:
                 b = books[book_id]
                 con.execute(
-                    "INSERT INTO books VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)",
+                    "INSERT INTO books VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                    "current_timestamp)",
                     [
                         b["book_id"],
                         b["title"],
@@ -379,6 +392,12 @@ class Library:
                         len(b["chapters"]),
                         b["n_chunks"],
                         b["n_windows"],
+                        _json_or_none(b.get("authors")),
+                        b.get("series"),
+                        b.get("series_index"),
+                        _json_or_none(b.get("tags")),
+                        _json_or_none(b.get("identifiers")),
+                        b.get("pubdate"),
                     ],
                 )
                 con.executemany(
@@ -414,13 +433,21 @@ class Library:
                 ) from None
 
     def books(self) -> list[dict[str, Any]]:
-        """Catalog rows: id, title, author, chapters, chunks per book (from the library index)."""
+        """Catalog rows: id, title, author(s), series, tags, language, format, source, chapters, chunks per
+        book (from the library index)."""
         return [
             {
                 "book_id": b["book_id"],
                 "title": b["title"],
                 "author": b["author"],
+                "authors": b.get("authors") or [b["author"]],
+                "series": b.get("series"),
+                "series_index": b.get("series_index"),
+                "tags": b.get("tags") or [],
                 "language": b["language"],
+                "format": b.get("format"),
+                "identifiers": b.get("identifiers") or {},
+                "pubdate": b.get("pubdate"),
                 "source_file": b["source_file"],
                 "chapters": len(b["chapters"]),
                 "chunks": b["n_chunks"],
@@ -539,6 +566,11 @@ def legacy_problem(directory: Path) -> str | None:
     if descriptor.get("n_windows") and not (directory / "vectors.npy").is_file():
         return "vectors.npy is missing"
     return None
+
+
+def _json_or_none(value: Any) -> str | None:
+    """A list or mapping of a descriptor as JSON text for the catalog (None when absent)."""
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _staged_rows(directory: Path) -> StagedRows:

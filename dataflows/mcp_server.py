@@ -24,8 +24,10 @@ Tools (JSON in; out, JSON text and the same value as ``structuredContent``, a li
   and stored (with ``llm: openai``: at most 5 LLM calls of their own, ``nodes.backends.summaries``);
 - ``kiwix_search(query)`` and ``kiwix_article_get(book, path)``: listed only when the service has a Kiwix
   source (``--zim`` or ``--kiwix-url``); a client that calls one anyway gets a tool error naming the fix;
-- ``books_list()``: the library's books (``folio books --json``) and the Kiwix books served;
-- ``ask(question, conversation?)``: the whole answer with its citations (``folio ask --json``).
+- ``books_list(author?, series?, tag?, language?, format?)``: the library's books (``folio books --json``,
+  filtered as ``dataflows.filtering`` says) and the Kiwix books served;
+- ``ask(question, conversation?, author?, series?, tag?, language?, format?)``: the whole answer with its
+  citations (``folio ask --json``) from the books the filters match.
 
 A failing call (a bad or missing argument, an empty string, an unknown book, chapter or chunk, a tool's
 ``{"error": ...}`` result, a ``FolioError``, even a bug) is an MCP tool error (``isError``) whose text is
@@ -117,6 +119,21 @@ class ToolSpec:
         return Tool(name=self.name, description=self.description, input_schema=self.input_schema)
 
 
+FILTER_PROPERTIES = {
+    "author": {"type": "string", "description": "only books with an author whose name holds these words"},
+    "series": {"type": "string", "description": "only books of a series whose name holds these words"},
+    "tag": {"type": "string", "description": "only books with this tag"},
+    "language": {"type": "string", "description": "only books in this language (en, eng, de...)"},
+    "format": {"type": "string", "description": "only books ingested from this format (epub, txt...)"},
+}  # dataflows.filtering
+
+
+def _filters(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"filters": {...}}`` when a call gives any filter, else nothing (keyword arguments)."""
+    given = {k: v for k, v in arguments.items() if k in FILTER_PROPERTIES}
+    return {"filters": given} if given else {}
+
+
 def object_schema(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     """An input schema in the book tools' style: an object of these properties, nothing else."""
     return {
@@ -140,9 +157,7 @@ def with_conversation(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ask(service: Service, args: Mapping[str, Any]) -> Any:
-    if "conversation" in args:
-        return service.ask(args["question"], args["conversation"])
-    return service.ask(args["question"])
+    return service.ask(args["question"], args.get("conversation"), **_filters(args))
 
 
 # What a model reads: per tool, its description and each parameter's (an example in each).
@@ -282,9 +297,10 @@ def _book_tool(name: str) -> Runner:
 
 def _described(schema: dict[str, Any], notes: Mapping[str, str]) -> dict[str, Any]:
     """``schema`` with a model's description on each property."""
-    for key, value in schema["properties"].items():
-        value["description"] = notes[key]
-    return schema
+    properties = {key: dict(value) for key, value in schema["properties"].items()}
+    for key, value in properties.items():
+        value["description"] = notes.get(key, value.get("description", ""))
+    return {**schema, "properties": properties}
 
 
 def tool_specs() -> tuple[ToolSpec, ...]:
@@ -333,21 +349,26 @@ def tool_specs() -> tuple[ToolSpec, ...]:
         ),
         ToolSpec(
             "books_list",
-            "The books in the library (book_id, title, author, chapters, chunks) and the Kiwix archives "
-            "searched (name, title, language, article count). Call it first to know what can be "
-            "searched and which book_id to give book_synopsis_get. Example: {} (it takes no arguments).",
-            object_schema({}),
-            lambda service, _args: {"books": service.books(), "kiwix_books": service.kiwix_books()},
+            "The books in the library (book_id, title, authors, series, tags, language, format, chapters, "
+            "chunks), only those the filters given match, and the Kiwix archives searched (name, title, "
+            "language, article count). Call it first to know what can be searched and which book_id to "
+            'give book_synopsis_get. Example: {} (no filter), or {"author": "Doyle"}.',
+            object_schema(FILTER_PROPERTIES),
+            lambda service, args: {
+                "books": service.books(**_filters(args)),
+                "kiwix_books": service.kiwix_books(),
+            },
         ),
         ToolSpec(
             "ask",
-            "Answer a question from the books (and the Kiwix archives when served) in one call, with "
-            "citations: the answer text, each citation's book, chapter and character offsets (or article "
-            "URL), the route taken and the tool calls made. Prefer it for a quick cited answer; use the "
-            'other tools to research step by step. Example: {"question": "Who stole the tarts?"}.',
+            "Answer a question from the books (only those the filters given match; and the Kiwix archives "
+            "when served) in one call, with citations: the answer text, each citation's book, chapter and "
+            "character offsets (or article URL), the route taken and the tool calls made. Prefer it for a "
+            "quick cited answer; use the other tools to research step by step. Example: "
+            '{"question": "Who stole the tarts?"}.',
             with_conversation(
                 _described(
-                    object_schema({"question": dict(string)}, ("question",)),
+                    object_schema({"question": dict(string), **FILTER_PROPERTIES}, ("question",)),
                     {"question": 'the question, in plain words; example: "Who stole the tarts?"'},
                 )
             ),

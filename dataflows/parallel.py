@@ -275,12 +275,15 @@ def ingest_one_book(
     cache_library: str,
     config: Mapping[str, Any],
     cache_enabled: bool,
+    metadata: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> BookOutcome:
     """Run the per-book ingest DAG for ``path`` into a fresh staging directory of ``library_path``.
 
     ``cache_library`` is the library whose caches the run uses (the target library, or an experiment's
-    main one). A failure removes the staging directory and raises (the library DAG turns it into the
-    book's one-line error). Runs in a worker process: it is handed to the DAG as ``book_ingester``.
+    main one); ``metadata`` (path -> fields, from a Calibre library) and the file's stamp (size, mtime,
+    sha256: what ``folio sync`` compares) go into the book's descriptor. A failure removes the staging
+    directory and raises (the library DAG turns it into the book's one-line error). Runs in a worker
+    process: it is handed to the DAG as ``book_ingester``.
     """
     if not os.environ.get("FOLIO_DEBUG"):  # a failure comes back as one line, not Hamilton's traceback log
         logging.getLogger("hamilton").setLevel(logging.CRITICAL)
@@ -299,6 +302,9 @@ def ingest_one_book(
                 "embedding_cache": window_cache,
                 "progress": progress,
                 "model_cache_dir": str(cache_lib.model_cache_dir),
+                "source_metadata": source_metadata_json(
+                    path, (metadata or {}).get(path), config.get("max_book_bytes")
+                ),
             }
             result = dr.execute(["staged_book"], inputs={**settings_inputs(dr, config), **inputs})
         finally:
@@ -313,6 +319,19 @@ def ingest_one_book(
         cache_executed=tuple(used["executed"]),
         cache_from_cache=tuple(used["from_cache"]),
     )
+
+
+def source_metadata_json(path: str, metadata: Mapping[str, Any] | None, max_bytes: int | None = None) -> str:
+    """The ``source_metadata`` input of the ingest DAG: ``metadata`` and the file's stamp, as JSON."""
+    import json
+
+    from folio.dataflows.calibre import file_stamp
+
+    try:
+        stamp = file_stamp(Path(path), max_bytes)
+    except OSError:
+        stamp = {}  # the reader names the problem
+    return json.dumps({**(metadata or {}), **stamp}, ensure_ascii=False, sort_keys=True)
 
 
 def _is_utf8(path: str) -> bool:
@@ -347,11 +366,13 @@ def ingest_books(
     cache: bool = True,
     cache_library: Library | None = None,
     cache_report: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
+    metadata: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[StagedBook | FolioError]:
     """Ingest ``files`` in parallel (caller holds ``library.writer()``); one result per file, in order.
 
     ``cache_library`` (default: ``library``) owns the node and embedding caches the books use;
-    ``cache_report``, when given, receives ``source file -> (nodes executed, nodes from the cache)``.
+    ``cache_report``, when given, receives ``source file -> (nodes executed, nodes from the cache)``;
+    ``metadata``: ``str(file) -> fields`` kept in a book's descriptor (a Calibre library's).
     """
     cache_owner = cache_library or library
     sources = tuple(str(f) for f in files)
@@ -371,6 +392,7 @@ def ingest_books(
         cache_library=str(cache_owner.path),
         config=dict(config),
         cache_enabled=cache,
+        metadata={k: dict(v) for k, v in (metadata or {}).items()},
     )
     inputs = {
         "source_files": sources,

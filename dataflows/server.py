@@ -6,15 +6,17 @@ Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; the OpenAPI
 and ``/redoc`` load their scripts from this server, ``/docs-assets``, from the ``fastapi-offline`` package):
 
 - ``GET /api/health`` · ``GET /api/version``
-- ``POST /api/ask`` ``{"question": "...", "conversation": "ID"}`` → the answer with its citations (the
-  optional conversation id shares one session cache across its asks: ``dataflows.service``; a book
-  citation's ``page`` or ``percent`` locates it; ``GET /api/books/{book}/pages/{page}.png?q=QUOTE``
-  renders a PDF page with the quote marked)
+- ``POST /api/ask`` ``{"question": "...", "conversation": "ID", "filters": {"author": "..."}}`` → the
+  answer with its citations (the optional conversation id shares one session cache across its asks:
+  ``dataflows.service``; the filters choose the books; a book citation's ``page`` or ``percent`` locates
+  it; ``GET /api/books/{book}/pages/{page}.png?q=QUOTE`` renders a PDF page with the quote marked)
 - ``GET /api/search?q=...&mode=hybrid&k=10&book=ID&chapter=ID`` → hits
 - ``GET /api/books`` · ``GET /api/books/{book}`` (its row and chapters) · ``DELETE /api/books/{book}``
   (a remove job; an exact id or a unique prefix of 4 characters or more; ``?dry_run=true``: what would
   go) ·
   ``GET /api/books/{book}/chapters/{chapter_id}`` · ``GET /api/books/{book}/chunks/{chunk_id}``
+- book filters (``dataflows.filtering``): ``author``, ``series``, ``tag``, ``language``, ``format`` as query
+  parameters of ``/api/books`` and ``/api/search``, and as the ``filters`` object of ``/api/ask``
 - ``GET /api/concepts?q=...&book=ID&k=10``
 - ``GET /api/kiwix/books`` · ``GET /api/kiwix/search?q=...`` · ``GET /api/kiwix/article?book=B&path=P``
 - ``POST /api/ingest`` ``{"paths": ["/abs/book.epub", "/abs/folder/"]}`` (files under the folders of
@@ -53,6 +55,7 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from folio.dataflows.http_guard import (
@@ -138,6 +141,17 @@ def validation_message(errors: Sequence[Mapping[str, Any]]) -> str:
 
 def _error(status: int, message: str) -> JSONResponse:
     return error_response(status, message)
+
+
+class BookFilters(BaseModel):
+    """``author``, ``series``, ``tag``, ``language``, ``format`` (``dataflows.filtering``): query
+    parameters of ``/api/books`` and ``/api/search``, a ``filters`` object in ``/api/ask``'s body."""
+
+    author: str | None = None
+    series: str | None = None
+    tag: str | None = None
+    language: str | None = None
+    format: str | None = None
 
 
 def _page() -> str:
@@ -233,24 +247,27 @@ def create_app(
     async def ask_route(
         question: Annotated[str, Body(embed=True)],
         conversation: Annotated[str | None, Body(embed=True)] = None,
+        filters: Annotated[BookFilters | None, Body(embed=True)] = None,
     ) -> dict[str, Any]:
-        if conversation is None:
-            return await call(service.ask, question)
-        return await call(service.ask, question, conversation)
+        chosen = filters.model_dump() if filters else None
+        return await call(service.ask, question, conversation, chosen)
 
     @app.get("/api/search")
     async def search_route(
         q: str,
+        filters: Annotated[BookFilters, Query()],
         mode: str | None = None,
         k: int | None = None,
         book: str | None = None,
         chapter: Annotated[list[str] | None, Query()] = None,
     ) -> list[dict[str, Any]]:
-        return await call(service.search, q, mode=mode, k=k, book=book, chapters=chapter)
+        return await call(
+            service.search, q, mode=mode, k=k, book=book, chapters=chapter, filters=filters.model_dump()
+        )
 
     @app.get("/api/books")
-    async def books_route() -> list[dict[str, Any]]:
-        return await call(service.books)
+    async def books_route(filters: Annotated[BookFilters, Query()]) -> list[dict[str, Any]]:
+        return await call(service.books, filters.model_dump())
 
     @app.get("/api/books/{book}")
     async def book_route(book: str) -> dict[str, Any]:

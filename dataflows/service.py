@@ -11,7 +11,7 @@ encoder, the library index, the drivers, the open ZIM archives (or kiwix-serve c
 connection are loaded once and shared by every request (the same process-wide resources a warm
 ``ask`` uses).
 
-Writes (ingest, remove) are jobs run one at a time on one background thread, in the order given, under
+Writes (ingest, remove, sync) are jobs run one at a time on one background thread, in the order given, under
 the library's writer lock; each book is committed in one transaction, so readers see the library
 before or after a book, never half of one. A job's progress (chunks embedded of the chunks announced)
 is polled with ``job(id)``; ``jobs()`` lists the recent ones (the last ``JOBS_KEPT``).
@@ -124,6 +124,8 @@ class Job:
     finished: float | None = None
     ingested: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     errors: list[str] = dataclasses.field(default_factory=list)
+    removed: list[str] = dataclasses.field(default_factory=list)  # book ids (remove, sync)
+    summary: str = ""  # a sync's one summary line
 
     def as_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -213,14 +215,17 @@ class Service:
                 self._conversations.popitem(last=False)
         return held
 
-    def ask(self, question: object, conversation: object = None) -> dict[str, Any]:
-        """Answer a question from the books and the configured sources (``folio ask --json``); with a
-        ``conversation`` id, in that conversation's session cache (the answer then says how many of its
-        tool calls the cache served: ``session_cache_hits``)."""
+    def ask(
+        self, question: object, conversation: object = None, filters: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Answer a question from the books (those ``filters`` match: ``dataflows.filtering``) and the
+        configured sources (``folio ask --json``); with a ``conversation`` id, in that conversation's
+        session cache (the answer then says how many of its tool calls the cache served:
+        ``session_cache_hits``)."""
         text = checked_text("question", question)
         session = self.session(conversation)
         before = session.hits
-        out = ask(text, session=session, config=self.config, library=self.library).as_dict()
+        out = ask(text, session=session, config=self.config, library=self.library, filters=filters).as_dict()
         if conversation is not None:
             out.update(conversation=conversation, session_cache_hits=session.hits - before)
         return out
@@ -232,8 +237,9 @@ class Service:
         k: object = None,
         book: str | None = None,
         chapters: Sequence[str] | None = None,
+        filters: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
-        """Hits for a query (``folio search --json``)."""
+        """Hits for a query (``folio search --json``), in the books ``filters`` match."""
         text = checked_text("query", query)
         if chapters is not None and len(chapters) > MAX_K:
             raise FolioError("chapter", f"at most {MAX_K} chapters")
@@ -245,12 +251,13 @@ class Service:
             mode=mode,
             k=checked_k(k),
             config=self.config,
+            filters=filters,
         )
         return [h.as_dict() for h in hits]
 
-    def books(self) -> list[dict[str, Any]]:
-        """The library's books (``folio books --json``)."""
-        return self.library.books()
+    def books(self, filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The library's books (``folio books --json``), those ``filters`` match."""
+        return api.books(self.library, filters)
 
     def book(self, book: str) -> dict[str, Any]:
         """One book's row (``folio books --json``) with its chapters' ids and titles."""
@@ -364,6 +371,13 @@ class Service:
             raise FolioError(missing[0], "no such file or folder")
         return self._submit("ingest", tuple(paths))
 
+    def sync(self, paths: Sequence[str]) -> Job:
+        """Queue a sync of folders or Calibre libraries (``dataflows.syncing``; vanished books removed
+        without asking: ``folio serve --watch``); returns the job at once."""
+        if not paths or len(paths) > MAX_PATHS or not all(isinstance(p, str) and p.strip() for p in paths):
+            raise FolioError("paths", f"give 1 to {MAX_PATHS} file or folder paths")
+        return self._submit("sync", tuple(paths))
+
     def remove(self, book: str) -> Job:
         """Queue the removal of a book (an exact id or a unique prefix of at least 4 characters:
         ``Library.removal_target``); returns the job at once."""
@@ -402,6 +416,20 @@ class Service:
         self._writes.shutdown(wait=True)
         self.library.close()
 
+    def _run_sync(self, job: Job) -> None:
+        from folio.dataflows.syncing import run_sync
+
+        done = run_sync(
+            list(job.target), self.library, self.config, assume_yes=True, progress=JobProgress(job)
+        )
+        job.ingested = [
+            {"book_id": s.book_id, "title": s.title, "chapters": s.n_chapters, "chunks": s.n_chunks}
+            for s in done.ingested
+        ]
+        job.removed = list(done.removed_ids)
+        job.errors = [str(e) for e in (*done.plan.problems, *done.errors)]
+        job.summary = done.summary()
+
     def _submit(self, kind: str, target: tuple[str, ...]) -> Job:
         job = Job(job_id=f"{kind}-{next(self._ids)}", kind=kind, target=target)
         with self._jobs_lock:
@@ -426,6 +454,8 @@ class Service:
                     for s in report.ingested
                 ]
                 job.errors = [str(e) for e in report.errors]
+            elif job.kind == "sync":
+                self._run_sync(job)
             else:
                 with self.library.writer():
                     self.library.remove(job.target[0])

@@ -19,6 +19,7 @@ discovered?" goes to Grimm alone, not to The Time Machine that holds "name", "ge
 A clause whose names no book holds ("Why did the Beatles stop touring?") caps every book not named by
 title or author the same way, so it goes to the other sources (or, with none, the books are searched and
 the evidence rule decides).
+A book's series (every word: "in the Sherlock Holmes stories") and each of its authors name it too.
 The route follows the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` below 0.3,
 ``AMBIGUOUS`` between. The books are those within 0.75 of the best signal, best first, so a clause
 naming no book still reaches the right one and a clause spanning two books searches both.
@@ -186,13 +187,18 @@ def _named_entities(concept_map: ConceptMap | None, clause: str) -> tuple[str, .
 
 
 def _names_book(book: BookInfo, clause: str) -> bool:
-    """The clause names the book: most of its distinctive title words, or the author's surname."""
-    present = frozenset(stem(w) for w in words(clause))
+    """The clause names the book: most of its distinctive title words, every word of its series ("in the
+    Sherlock Holmes stories"), or an author's surname."""
+    said = words(clause)
+    present = frozenset(stem(w) for w in said)
     title = {stem(w) for w in words(book.title) if w not in STOPWORDS and w not in _GENERIC_TITLE_WORDS}
     if title and len(title & present) >= max(1, round(0.6 * len(title))):
         return True
-    surname = [w for w in words(book.author) if len(w) > 2]
-    return bool(surname) and surname[-1] in present
+    series = {stem(w) for w in words(book.series) if w not in STOPWORDS}
+    if series and series <= present:
+        return True
+    surnames = ([w for w in words(a) if len(w) > 2] for a in (book.authors or (book.author,)))
+    return any(surname and surname[-1] in said for surname in surnames)
 
 
 def _book_signal(
@@ -353,7 +359,9 @@ def _deterministic(
 
 
 def _router_messages(clause: str, catalog: Sequence[BookInfo]) -> list[dict[str, str]]:
-    books = "\n".join(f"- {b.book_id}: {b.describe()} ({b.language})" for b in catalog) or "(none)"
+    series = {b.book_id: f", series {b.series}" if b.series else "" for b in catalog}
+    lines = [f"- {b.book_id}: {b.describe()} ({b.language}{series[b.book_id]})" for b in catalog]
+    books = "\n".join(lines) or "(none)"
     tools = ", ".join(
         [
             "book_concept_map.lookup",
@@ -417,6 +425,8 @@ def book_catalog(book_stores: dict) -> tuple[BookInfo, ...]:
             s.descriptor.get("language", ""),
             s.descriptor.get("translator", ""),
             s.descriptor.get("edition", ""),
+            s.descriptor.get("series") or "",
+            tuple(s.descriptor.get("authors") or ()),
         )
         for s in book_stores.values()
     ]

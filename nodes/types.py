@@ -694,6 +694,8 @@ class BookInfo:
     language: str = ""
     translator: str = ""  # when the file names one (``nodes/backends/editions.py``)
     edition: str = ""
+    series: str = ""  # a Calibre series ("Sherlock Holmes"), when the book has one
+    authors: tuple[str, ...] = ()  # every author, when known (``author`` joins them)
 
     def describe(self) -> str:
         """The book as the always-on context names it: title, author, translator and edition."""

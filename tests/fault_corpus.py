@@ -22,7 +22,8 @@ servers that hang, trickle, fail or answer garbage: ``tests/servers.py``; corrup
 - nothing new under the temporary ``HOME`` nor in the working directory.
 
 Classes (``Case.group``): library-state, library-path, inputs, settings, queries, servers, llm-replies,
-zim, interrupt, home, pipe, holds, book-formats. ``--cheap`` cases load no encoder (lexical search, generated
+zim, interrupt, home, pipe, holds, book-formats, calibre, service, mcp, concurrency, upgrade.
+``--cheap`` cases load no encoder (lexical search, generated
 library); the others ingest a real book or load the encoder. Limitations: read-only library cases run
 as the user ``nobody`` (``setpriv``) and are skipped when that is not possible; timings are wall time
 on a shared machine, so the limits are generous (the deadline cases measure inside the process).
@@ -3021,6 +3022,99 @@ cases(
         ),
     },
 )
+
+
+# --- 14. Calibre libraries: metadata.db locked, damaged, of an unknown schema, a path leaving the library --
+QUICK_START_LIBRARY = BOOKS.parent / "formats" / "calibre" / "quick-start-guide-library"
+
+
+def calibre_copy(ctx: Ctx) -> Path:
+    """A writable copy of the real quick-start-guide Calibre library (its files are read-only)."""
+    target = ctx.path("calibre")
+    shutil.copytree(QUICK_START_LIBRARY, target, copy_function=shutil.copyfile)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
+
+
+def _calibre_sql(database: Path, *statements: str) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(database)
+    con.create_function("title_sort", 1, lambda title: title)  # Calibre's triggers call its own functions
+    con.create_function("uuid4", 0, lambda: "00000000-0000-4000-8000-000000000000")
+    try:
+        for statement in statements:
+            con.execute(statement)
+        con.commit()
+    finally:
+        con.close()
+
+
+@case("calibre", "metadata-db-locked-by-a-writer")
+def _calibre_locked(ctx: Ctx) -> Run:
+    import sqlite3
+
+    calibre = calibre_copy(ctx)
+    writer = sqlite3.connect(calibre / "metadata.db", isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")  # Calibre in the middle of a write
+    ctx.stack.callback(writer.close)
+    lib = ctx.lib()
+    return Run(
+        _lib_args(lib, "ingest", str(calibre)), ("error",), names=("metadata.db", "locked"), library=lib
+    )
+
+
+@case("calibre", "metadata-db-damaged")
+def _calibre_damaged(ctx: Ctx) -> Run:
+    calibre = calibre_copy(ctx)
+    overwrite(calibre / "metadata.db", 0, 4096)  # the SQLite header and the first page
+    lib = ctx.lib()
+    return Run(
+        _lib_args(lib, "ingest", str(calibre)), ("error",), names=("metadata.db", "damaged"), library=lib
+    )
+
+
+@case("calibre", "metadata-db-garbage")
+def _calibre_garbage(ctx: Ctx) -> Run:
+    calibre = calibre_copy(ctx)
+    garbage(calibre / "metadata.db")
+    lib = ctx.lib()
+    return Run(
+        _lib_args(lib, "sync", str(calibre)), ("error",), names=("metadata.db", "damaged"), library=lib
+    )
+
+
+@case("calibre", "metadata-db-unknown-schema-version")
+def _calibre_schema(ctx: Ctx) -> Run:
+    calibre = calibre_copy(ctx)
+    _calibre_sql(
+        calibre / "metadata.db",
+        "ALTER TABLE books RENAME COLUMN path TO location",
+        "PRAGMA user_version = 99",
+    )
+    lib = ctx.lib()
+    return Run(
+        _lib_args(lib, "ingest", str(calibre)), ("error",), names=("metadata.db", "version 99"), library=lib
+    )
+
+
+@case("calibre", "metadata-db-path-leaves-the-library")
+def _calibre_escape(ctx: Ctx) -> Run:
+    calibre = calibre_copy(ctx)
+    outside = ctx.path("outside")
+    outside.mkdir()
+    shutil.copy(ALICE_EPUB, outside / "Quick Start Guide - John Schember.epub")
+    _calibre_sql(calibre / "metadata.db", "UPDATE books SET path = '../outside' WHERE id = 1")
+    lib = ctx.lib()
+    # the escaping book and the book whose PDF is missing: one line each, nothing ingested
+    return Run(
+        _lib_args(lib, "ingest", str(calibre)),
+        ("error",),
+        names=("leaves the library folder", "missing on disk"),
+        library=lib,
+        lines=2,
+    )
 
 
 # --- the runner ---------------------------------------------------------------------------------------------
