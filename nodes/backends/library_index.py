@@ -943,7 +943,7 @@ class LibraryIndex:
         them in the ``segments`` table. Returns the file written (None when only rows changed)."""
         kept = after_removal(segments, removed)
         fresh = max(0, new[1] - new[0] + 1)
-        fold = merge_plan([s.live for s in kept], fresh)
+        fold = merge_plan([s.live for s in kept], fresh) if fresh else 0  # a removal writes no file
         written = None
         if fresh or fold:
             folded = kept[len(kept) - fold :]
