@@ -12,8 +12,10 @@ section (``bench.formats_bench``) times each book format's reader and the 352-pa
 memory. Other sections
 (Kiwix, ask, re-ingest) are added by the modules that own them when present. The scaling section
 (``bench.scaling``: libraries of 10, 100 and 1,000 small books, search latency, open files, RSS,
-adding a book, the HNSW scalar kinds) writes its table and plot to ``--plots``. ``--only SECTION`` runs
-one section.
+adding a book, the HNSW scalar kinds) writes its table and plot to ``--plots``. The fullsize section
+(``bench.fullsize_bench``: a real ingest of full-length books, an index-level library of 2 M windows,
+Dask against the local executor) keeps its big artefacts in ``--fullsize-work`` and writes
+``fullsize.md`` and ``fullsize.png`` to ``--plots``. ``--only SECTION`` runs one section.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 import httpx
 
 from bench.formats_bench import formats_bench
+from bench.fullsize_bench import BOOK_WORDS, BOOKS, INDEX_WINDOWS, fullsize_bench
 from bench.llm_bench import llm_bench
 from bench.measuring import free_port, latency_summary, potter_library, potter_questions
 from bench.scaling import scaling_bench
@@ -64,7 +67,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-SECTIONS = ("books", "kiwix", "library_ingest", "ask", "http", "scaling", "speed", "llm", "formats")
+SECTIONS = (
+    "books",
+    "kiwix",
+    "library_ingest",
+    "ask",
+    "http",
+    "scaling",
+    "speed",
+    "llm",
+    "formats",
+    "fullsize",
+)
 
 
 def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
@@ -477,6 +491,17 @@ def main(argv: list[str] | None = None) -> int:
         help="a library of the FairytaleQA books: the scaling section also compares scalar kinds on it "
         "(copied first, never written)",
     )
+    parser.add_argument(
+        "--fullsize-work", default=".bench/fullsize", help="the fullsize section's work folder"
+    )
+    parser.add_argument("--fullsize-books", type=int, default=BOOKS, help="full-length books to ingest")
+    parser.add_argument("--fullsize-words", type=int, default=BOOK_WORDS, help="words per full-length book")
+    parser.add_argument(
+        "--fullsize-windows", type=int, default=INDEX_WINDOWS, help="the index-level run's windows"
+    )
+    parser.add_argument(
+        "--fullsize-parts", default="ingest,index,dask", help="which parts of the fullsize section to run"
+    )
     args = parser.parse_args(argv)
     data_dir = Path(args.data).resolve()
     work = Path(tempfile.mkdtemp(prefix="folio-bench-"))
@@ -497,6 +522,15 @@ def main(argv: list[str] | None = None) -> int:
                 scaling_work,
                 out_dir=Path(args.plots) if args.plots else scaling_work / "out",
                 fairytaleqa_library=Path(args.fairytaleqa_library) if args.fairytaleqa_library else None,
+            ),
+            "fullsize": lambda: fullsize_bench(
+                data_dir,
+                Path(args.fullsize_work).resolve(),
+                books=args.fullsize_books,
+                words=args.fullsize_words,
+                windows=args.fullsize_windows,
+                out_dir=Path(args.plots) if args.plots else Path(args.fullsize_work).resolve() / "out",
+                parts=tuple(args.fullsize_parts.split(",")),
             ),
         }
         for section, bench in sections.items():

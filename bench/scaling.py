@@ -570,7 +570,10 @@ def scalar_kind_measurement(
         keys, rowids, matrix, chunk_ids = _window_matrix(path)
         lib = Library(path)
         index = lib.index
-        hnsw = index.vectors_path(index.generation())
+        if len(index.segments()) > 1:  # one HNSW over every window, as the comparison needs
+            with lib.writer():
+                index.compact()
+        (hnsw,) = index.segment_files()
         loaded = Index.restore(str(hnsw))
         view = Index.restore(str(hnsw), view=True)
         if loaded is None or view is None:
@@ -635,8 +638,7 @@ def rescaled_library(source: Path, target: Path, dtype: str) -> Path:
         conn.close()
     index = LibraryIndex(target)
     try:
-        index.vectors_path(index.generation()).unlink(missing_ok=True)
-        index.rebuild_vectors()
+        index.rebuild_vectors()  # one segment of every window, in the new kind
     finally:
         index.close()
     return target

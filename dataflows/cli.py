@@ -290,11 +290,13 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from folio.dataflows.doctor import examine, report_lines
+    from folio.dataflows.doctor import compact, examine, report_lines
     from folio.dataflows.library import Library
 
     checkup = examine(Library(args.library))
     print("\n".join(report_lines(checkup)))
+    if args.compact and checkup.healthy:
+        print(compact(Library(args.library)))
     return 0 if checkup.healthy else 1
 
 
@@ -567,6 +569,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="verify every book, the indexes and the caches; repair what it can")
     p.add_argument("--library", default=None)
+    p.add_argument(
+        "--compact", action="store_true", help="then fold the vector segments into one, optimise FTS5"
+    )
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("remove", help="remove a book from the library")

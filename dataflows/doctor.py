@@ -16,7 +16,9 @@ What is checked, in order (``examine``):
   ``cache/summaries`` stored chapter summaries and synopses): a damaged one is cleared (its content is
   recomputed on the next ingest, or a summary on its next request).
 
-Repairs run under the library's writer lock. Config keys: none. Limitations: a damaged
+``folio doctor --compact`` (``compact``) then folds the vector segments into one file and merges the
+FTS5 index's own segments (``LibraryIndex.compact``). Repairs run under the library's writer lock.
+Config keys: none. Limitations: a damaged
 ``library.sqlite`` is not salvaged row by row; ``quick_check`` does not verify every index entry
 (``integrity_check`` would, at the cost of reading the whole file).
 """
@@ -146,8 +148,8 @@ def examine(library: Library) -> Checkup:
     findings: list[Finding] = []
     catalog = catalog_problem(lib.catalog_path)
     index = shared_index(lib.path)
-    vectors = index.vectors_path(index.generation())
-    vectors_damaged = index.vectors_missing()  # before the writer's recover() rebuilds it
+    vectors = index.damaged_vectors()  # before the writer's recover() rebuilds it
+    vectors_damaged = vectors is not None
     with lib.writer():  # recover(): drops unfinished staging, rebuilds a missing vector index
         if vectors_damaged:
             if index.vectors_missing():
@@ -174,6 +176,21 @@ def examine(library: Library) -> Checkup:
                 findings.append(Finding(str(directory), f"damaged {name} ({damage})", "cleared", True))
         findings.extend(_book_findings(lib))
     return Checkup(str(lib.path), len(lib.descriptors()) + len(lib.damaged_books()), tuple(findings))
+
+
+def compact(library: Library) -> str:
+    """Fold the library's vector segments into one and optimise its FTS5 index (under the writer lock);
+    one line saying what was done."""
+    import time
+
+    index = shared_index(library.path)
+    with library.writer():
+        before = len(index.segments())
+        start = time.perf_counter()
+        windows = index.compact()
+        seconds = time.perf_counter() - start
+    after = len(index.segments())
+    return f"compacted: {before} vector segments into {after} ({windows:,} windows) in {seconds:.1f} s"
 
 
 def _book_findings(lib: Library) -> list[Finding]:

@@ -2482,7 +2482,7 @@ def _serve_case(
     checks: Callable[[Ctx, Path], Callable[[str], list[str]]], *args: str
 ) -> Callable[[Ctx], Run]:
     def build(ctx: Ctx) -> Run:
-        from folio.dataflows.measuring import free_port
+        from bench.measuring import free_port
 
         lib = ctx.lib()
         port = free_port()

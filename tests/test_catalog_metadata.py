@@ -10,7 +10,7 @@ import duckdb
 try:  # the benchmarks live in bench/ once issue 29's move is merged; before it, in folio.dataflows
     from bench.scaling import generated_library, small_books
 except ModuleNotFoundError:
-    from folio.dataflows.scaling import generated_library, small_books
+    from bench.scaling import generated_library, small_books
 from tests.conftest import DATA_DIR
 
 EARLIER = """

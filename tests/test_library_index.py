@@ -39,13 +39,22 @@ from bench.scaling import generated_library, open_files, small_books
 from folio.dataflows.api import search
 from folio.dataflows.library import Library
 from folio.nodes.backends.library_index import LibraryIndex, StagedRows
+from folio.nodes.backends.vector_segments import MAX_SEGMENTS
 from folio.nodes.lexical import SCHEMA as STAGED_SCHEMA
 from folio.nodes.text import fts_match_expression, fts_phrase_expression, fts_phrases, fts_shingles
 from folio.nodes.types import FolioError, StagedBook
 from tests.conftest import REPO_DIR
 
-COMMIT_STEPS = ("begin", "deleted", "inserted", "vectors_written", "committed", "cleaned")
-BEFORE_COMMIT = COMMIT_STEPS[:4]  # a crash here leaves the old library; at the others, the new one
+COMMIT_STEPS = ("begin", "deleted", "inserted", "segment_built", "vectors_written", "committed", "cleaned")
+BEFORE_COMMIT = COMMIT_STEPS[:5]  # a crash here leaves the old library; at the others, the new one
+COMPACT_STEPS = ("segment_built", "compacted", "committed")  # ``LibraryIndex.compact``
+# Each write and the steps it passes: adding the fourth book to the three-segment library folds all
+# three into its new segment (a merge); removing the first book drops its segment and writes no file.
+CRASHES = [
+    *(("add", step) for step in COMMIT_STEPS),
+    *(("remove", step) for step in COMMIT_STEPS if step != "segment_built"),
+    *(("compact", step) for step in COMPACT_STEPS),
+]
 NDIM = 384
 # The earlier per-book format's full-text table (book.sqlite beside the staged tables).
 LEGACY_FTS = (
@@ -262,6 +271,13 @@ def vectors_files(path: Path) -> list[str]:
     return sorted(p.name for p in path.glob("vectors-*"))
 
 
+def segment_names(index: LibraryIndex) -> list[str]:
+    """The vectors files the library's current segments name (every file a library should hold)."""
+    names = sorted(p.name for p in index.segment_files())
+    assert names, "a library with windows has at least one vector segment"
+    return names
+
+
 def catalog_ids(path: Path) -> list[str]:
     import duckdb
 
@@ -322,7 +338,8 @@ def small(tmp_path_factory, data_dir) -> SmallLibraries:
     root = tmp_path_factory.mktemp("small")
     pieces = small_books(data_dir, 4, words=250)
     full = generated_library(root / "full", pieces)
-    base = generated_library(root / "base", pieces[:3])
+    base = generated_library(root / "base", pieces[:3], batch=1)  # three commits: three segments
+    assert len(base.index.segments()) == 3
     books = [rows_of(base.index, d["book_id"]) for d in base.index.descriptors()]
     new = next(
         d["book_id"] for d in full.index.descriptors() if d["book_id"] not in {b.book_id for b in books}
@@ -362,6 +379,8 @@ else:
     with lib.writer():
         if op == "add":
             lib.install(StagedBook(*json.loads(arg)))
+        elif op == "compact":
+            lib.index.compact()
         else:
             lib.remove(arg)
 lib.close()
@@ -369,8 +388,8 @@ lib.close()
 
 
 def crashing(op: str, path: Path, step: str, arg: str = "", occurrence: int = 1) -> subprocess.Popen:
-    """A write (``add`` a staged book, ``remove`` a book, ``upgrade``) in a fresh process that dies with
-    ``os._exit(3)`` at the ``occurrence``-th checkpoint ``step``."""
+    """A write (``add`` a staged book, ``remove`` a book, ``compact``, ``upgrade``) in a fresh process
+    that dies with ``os._exit(3)`` at the ``occurrence``-th checkpoint ``step``."""
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
     argv = [sys.executable, "-c", CRASH_SCRIPT, op, str(path), step, str(occurrence), arg]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -388,12 +407,12 @@ def crash_runs(small, tmp_path_factory) -> dict[tuple[str, str], CrashRun]:
     """Every (write, step) crash, run side by side, each on its own copy of the small library."""
     root = tmp_path_factory.mktemp("crashes")
     procs = {}
-    for step in COMMIT_STEPS:
-        path = small.copy(root / f"add-{step}")
-        staged = staged_book(small.new_book, root / f"staged-{step}")
-        procs[("add", step)] = (path, crashing("add", path, step, json.dumps(dataclasses.astuple(staged))))
-        path = small.copy(root / f"remove-{step}")
-        procs[("remove", step)] = (path, crashing("remove", path, step, small.books[0].book_id))
+    for op, step in CRASHES:
+        path = small.copy(root / f"{op}-{step}")
+        arg = small.books[0].book_id if op == "remove" else ""
+        if op == "add":
+            arg = json.dumps(dataclasses.astuple(staged_book(small.new_book, root / f"staged-{step}")))
+        procs[(op, step)] = (path, crashing(op, path, step, arg))
     runs = {}
     for key, (path, proc) in procs.items():
         _, err = proc.communicate(timeout=120)
@@ -401,19 +420,20 @@ def crash_runs(small, tmp_path_factory) -> dict[tuple[str, str], CrashRun]:
     return runs
 
 
-@pytest.mark.parametrize("op", ["add", "remove"])
-@pytest.mark.parametrize("step", COMMIT_STEPS)
+@pytest.mark.parametrize(("op", "step"), CRASHES)
 def test_a_crash_at_each_step_of_a_write_leaves_the_old_or_the_new_library_whole(small, crash_runs, op, step):
     run = crash_runs[(op, step)]
     assert run.returncode == 3, f"the write did not die at {step!r}: {run.stderr[-2000:]}"
-    expected = small.old if step in BEFORE_COMMIT else (small.added if op == "add" else small.removed)
+    expected = {"add": small.added, "remove": small.removed}.get(op, small.old)
+    if step in BEFORE_COMMIT or (op == "compact" and step != "committed"):
+        expected = small.old
     with opened(run.path) as index:  # what a reader sees right after the crash
         assert_whole_and_searchable(index, expected, small.books)
     lib = Library(run.path)
     try:
         with lib.writer():  # recovery
             pass
-        assert vectors_files(run.path) == [f"vectors-{lib.index.generation()}.usearch"]
+        assert vectors_files(run.path) == segment_names(lib.index)
         assert not any((run.path / "staging").iterdir())
         assert_whole_and_searchable(lib.index, expected, small.books)
         assert catalog_ids(run.path) == sorted(expected)
@@ -436,11 +456,12 @@ def test_a_commit_that_fails_midway_leaves_the_library_as_it_was(small, tmp_path
             monkeypatch.setattr(library_index, "checkpoint", fail)
             with pytest.raises(RuntimeError, match="disk on fire"):
                 lib.install(staged_book(small.new_book, tmp_path / "staged"))
-            with pytest.raises(RuntimeError, match="disk on fire"):
-                lib.remove(small.books[0].book_id)
+            if step != "segment_built":  # a removal writes no vectors file
+                with pytest.raises(RuntimeError, match="disk on fire"):
+                    lib.remove(small.books[0].book_id)
             monkeypatch.undo()
             assert lib.index.generation() == generation
-            assert vectors_files(path) == [f"vectors-{generation}.usearch"]
+            assert vectors_files(path) == segment_names(lib.index)
             assert_whole_and_searchable(lib.index, small.old, small.books)
             # the library still takes writes
             lib.install(staged_book(small.new_book, tmp_path / "staged-again"))
@@ -461,7 +482,7 @@ def test_a_book_refused_inside_the_transaction_rolls_back_the_whole_write(small,
                 add=[StagedRows(book.book_id, str(tmp_path / "narrow"), book.descriptor, None)],
                 remove=[small.books[0].book_id],  # deleted earlier in the same transaction
             )
-        assert vectors_files(path) == [f"vectors-{lib.index.generation()}.usearch"]
+        assert vectors_files(path) == segment_names(lib.index)
         assert_whole_and_searchable(lib.index, small.old, small.books)
     finally:
         lib.close()
@@ -617,7 +638,7 @@ def test_a_crash_in_the_middle_of_an_upgrade_leaves_each_book_legacy_or_upgraded
         index = lib.index  # the next open finishes the upgrade
         assert not (path / "books").exists()
         assert_whole_and_searchable(index, whole, books)
-        assert vectors_files(path) == [f"vectors-{index.generation()}.usearch"]
+        assert vectors_files(path) == segment_names(index)
         assert catalog_ids(path) == order
     finally:
         lib.close()
@@ -699,7 +720,9 @@ def test_a_thousand_searches_leave_the_open_files_where_they_started(thousand_bo
             assert one(i)
             if i % 50 == 0:
                 counts.append(open_files())
-                assert len(set(library_files(thousand_books))) <= 4  # database, WAL, its index, the HNSW
+                segments = len(lib.index.segments())  # the HNSW segments: one file each
+                assert len(set(library_files(thousand_books))) <= 3 + segments  # database, WAL, its index
+                assert segments <= MAX_SEGMENTS
         assert max(counts) == baseline and open_files() == baseline
     finally:
         lib.close()
@@ -1013,9 +1036,9 @@ def test_a_missing_vectors_file_is_rebuilt_by_a_writer_and_by_the_first_open(har
     lib = build_library(path, books)
     probe = books[1].vectors[1]
     expected = [(h.chunk_id, round(h.score, 5)) for h in lib.index.semantic(probe, 5)]
-    (name,) = vectors_files(path)
     lib.close()
     for reopen in ("writer", "first open"):
+        name = vectors_files(path)[-1]  # the newest segment's file
         (path / name).unlink()
         with opened(path) as index:  # a reader alone cannot search by meaning, and says which file
             assert index.vectors_missing()
@@ -1026,9 +1049,9 @@ def test_a_missing_vectors_file_is_rebuilt_by_a_writer_and_by_the_first_open(har
             if reopen == "writer":
                 with lib.writer():  # recovery, before the index is first used
                     pass
-                assert vectors_files(path) == [name]
+                assert vectors_files(path) == segment_names(lib.index)
             assert not lib.index.vectors_missing() and lib.index.check() == []
-            assert vectors_files(path) == [name]
+            assert len(vectors_files(path)) == 1 and vectors_files(path) == segment_names(lib.index)
             assert [(h.chunk_id, round(h.score, 5)) for h in lib.index.semantic(probe, 5)] == expected
         finally:
             lib.close()

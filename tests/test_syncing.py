@@ -18,7 +18,7 @@ from folio.dataflows.calibre import BookSource, file_stamp, stored_name
 try:  # the benchmarks live in bench/ once issue 29's move is merged; before it, in folio.dataflows
     from bench.scaling import small_books, sync_measurement, write_book_files
 except ModuleNotFoundError:
-    from folio.dataflows.scaling import small_books, sync_measurement, write_book_files
+    from bench.scaling import small_books, sync_measurement, write_book_files
 from folio.dataflows.syncing import SyncPlan, SyncReport, sync_plan, sync_roots
 from tests.conftest import DATA_DIR, REPO_DIR, run_folio
 

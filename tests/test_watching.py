@@ -13,7 +13,7 @@ import pytest
 try:  # the benchmarks live in bench/ once issue 29's move is merged; before it, in folio.dataflows
     from bench.scaling import small_books, write_book_files
 except ModuleNotFoundError:
-    from folio.dataflows.scaling import small_books, write_book_files
+    from bench.scaling import small_books, write_book_files
 from folio.dataflows.watching import FolderWatcher, checked_watch_paths, relevant_change, touched_roots
 from folio.nodes.types import FolioError
 from tests.conftest import DATA_DIR

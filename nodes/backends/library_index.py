@@ -1,54 +1,68 @@
-"""The library-wide indexes: one SQLite database and one usearch HNSW over every book.
+"""The library-wide indexes: one SQLite database and a few usearch HNSW segments over every book.
 
 Files in the library directory::
 
     library.sqlite          (WAL) meta, books (descriptor + concept map), chapters, chunks, chunks_fts
                             (FTS5, external content, porter unicode61 remove_diacritics 2), windows
-                            (window key -> chunk, with the window's float32 vector)
-    vectors-<G>.usearch     the HNSW over every window of generation G (meta ``generation``);
-                            keys = window keys
+                            (window key -> chunk, with the window's float32 vector), segments (the
+                            vectors files of the current generation, ``nodes.backends.vector_segments``)
+    vectors-<G>.usearch     an HNSW segment written by generation G, never changed after; keys = window
+                            keys (a run of them)
 
 A query is one index lookup whatever the number of books: lexical search is one FTS5 statement with
-library-wide term statistics, filtered by book and chapter columns; semantic search is one HNSW search
-whose candidate windows are re-scored exactly from their stored float32 vectors (so a quantised index
+library-wide term statistics, filtered by book and chapter columns; semantic search asks each HNSW segment
+for candidates and re-scores their union exactly from the stored float32 vectors (so a quantised index
 costs little quality), or, for a scope of some books or chapters, an exact scan of that scope's
 vectors (cached per book, bounded). Hits carry their book and chapter.
 
 Writes (``commit``) add and remove whole books in one SQLite transaction (``BEGIN IMMEDIATE``,
-``synchronous=FULL``); the HNSW of the next generation is written whole to a new file (the current
-index loaded, the books' old keys removed, the new ones added) before that transaction commits, and
-the transaction records the new generation: a crash at any step leaves the old library or the new
-one. ``recover`` removes a vectors file no generation names and rebuilds the current one from the
-stored vectors when it is missing. Keys of chunks and windows are never reused.
+``synchronous=FULL``); the new windows go to a new segment file (with the newest segments the merge
+policy folds in), written and fsynced before that transaction commits, and the transaction records
+the new generation and its list of segments: a crash at any step leaves the old library or the new
+one. A removed book's windows stay in their segment as dead keys until a fold or ``compact``.
+``recover`` removes a vectors file no segment names and rebuilds one segment of every window when a
+file is missing or damaged. Keys of chunks and windows are never reused.
 
-Resources: one connection per process and thread, opened lazily and closed by ``close``; one
-memory-mapped HNSW view per process; nothing is left to the garbage collector.
+Resources: one connection per process and thread, opened lazily and closed by ``close`` (SQLite's
+default page cache, about 2 MB per connection); one memory-mapped view per segment per process (one
+file descriptor each, at most ``MAX_SEGMENTS``); opening reads no per-book state (the descriptors are
+read on first use, cached per generation); nothing is left to the garbage collector.
 
 Limitations: the HNSW settings (connectivity, expansion, scalar kind) and the embedding model are
 fixed by the library's first book with vectors; a book embedded by another model is refused (ingest
-it into another library). A write rewrites the HNSW file (seconds at a million windows). A library
-this process may not write is read without its write-ahead log when the log is empty or absent
-(SQLite's ``immutable``): a writer of another user committing at the same time is not seen.
+it into another library). A commit that folds segments rebuilds their HNSW from the stored vectors
+(about 4 builds per window over its life; a fold stays under ``INLINE_MERGE_WINDOWS`` windows while the
+library holds at most ``MAX_SEGMENTS`` files). A library this process may not write is read without
+its write-ahead log when the log is empty or absent (SQLite's ``immutable``): a writer of another user
+committing at the same time is not seen.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import math
 import os
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from folio.nodes.backends.vector_segments import (
+    Segment,
+    after_removal,
+    build_index,
+    merge_plan,
+    save_index,
+    search_breadths,
+    window_batches,
+)
+from folio.nodes.backends.vector_segments import usearch_index as usearch_index  # callers import it here
 from folio.nodes.text import (
     fts_match_expression,
     fts_phrase_expression,
@@ -57,9 +71,6 @@ from folio.nodes.text import (
     fts_tokens,
 )
 from folio.nodes.types import FolioError, Hit
-
-if TYPE_CHECKING:
-    from usearch.index import Index
 
 FORMAT_VERSION = 2
 DATABASE = "library.sqlite"
@@ -88,6 +99,9 @@ CREATE TABLE IF NOT EXISTS windows(
     key INTEGER PRIMARY KEY, book_id TEXT NOT NULL, chunk_rowid INTEGER NOT NULL, start INTEGER,
     end INTEGER, vector BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS windows_book ON windows(book_id, key);
+CREATE TABLE IF NOT EXISTS segments(
+    generation INTEGER PRIMARY KEY, lo INTEGER NOT NULL, hi INTEGER NOT NULL, size INTEGER NOT NULL,
+    live INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     text, content='chunks', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2');
 """
@@ -126,18 +140,6 @@ def descriptor_problem(book_id: str, raw: str | bytes) -> str | None:
     if not all(isinstance(c, dict) and {"chapter_id", "title"} <= set(c) for c in descriptor["chapters"]):
         return "its descriptor has a chapter without id or title"
     return None
-
-
-def usearch_index() -> type[Index]:
-    """usearch's ``Index`` class. ONNX Runtime, when installed, is imported first: importing it after
-    usearch's native modules crashes the process (a segfault, measured with onnxruntime 1.32), and the
-    ``embedder: onnx`` encoder may load after an index was opened in the same process."""
-    if "onnxruntime" not in sys.modules and importlib.util.find_spec("onnxruntime") is not None:
-        import onnxruntime  # noqa: F401
-
-    from usearch.index import Index as UsearchIndex
-
-    return UsearchIndex
 
 
 def checkpoint(step: str) -> None:
@@ -238,24 +240,6 @@ def _scoped_bm25(api: Any, avgdl: Any, *idfs: Any) -> float:
     return score
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _replace_file(tmp: Path, target: Path) -> None:
-    """``os.replace(tmp, target)``; a ``FolioError`` naming ``target`` when it cannot be replaced (a
-    folder where the vectors file should be), ``tmp`` removed."""
-    try:
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise FolioError(str(target), f"cannot be replaced ({exc.strerror or exc}): move it away") from None
-
-
 def _read_only(directory: Path, database: Path) -> bool:
     """True when this process may read the library but not write it (a folder or database it may not
     write: another user's library, a read-only mount)."""
@@ -307,7 +291,7 @@ class LibraryIndex:
         self._local = threading.local()
         self._connections: dict[threading.Thread, Any] = {}
         self._lock = threading.RLock()
-        self._hnsw: tuple[int, Any] | None = None  # (generation, memory-mapped view)
+        self._views: dict[int, Any] = {}  # segment generation -> memory-mapped HNSW view
         self._vector_cache: OrderedDict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = (
             OrderedDict()
         )
@@ -411,7 +395,7 @@ class LibraryIndex:
                     conn.close()
             self._connections.clear()
             self._local = threading.local()
-            self._hnsw = None
+            self._views.clear()
             self._vector_cache.clear()
             self._cache_bytes = 0
             self._by_generation.clear()
@@ -712,11 +696,33 @@ class LibraryIndex:
             return frozenset(r[0] for r in conn.execute(sql, [expression, *params]))
 
     # --- semantic ----------------------------------------------------------------------------------
+    def _segments(self, conn: Any) -> tuple[Segment, ...]:
+        """The vector segments of the connection's snapshot, oldest first (cached per generation). A
+        library written before segments has one: ``vectors-<generation>.usearch`` over every window."""
+
+        def make(c: Any) -> tuple[Segment, ...]:
+            import apsw
+
+            try:
+                rows = list(c.execute("SELECT generation, lo, hi, size, live FROM segments ORDER BY lo"))
+            except apsw.SQLError:  # no segments table: a read-only library of the earlier layout
+                rows = []
+            if rows:
+                return tuple(Segment(*r) for r in rows)
+            windows = int(c.execute("SELECT count(*) FROM windows").fetchone()[0])
+            if not windows:
+                return ()
+            top = int(self._meta(c).get("next_window", 1)) - 1
+            return (Segment(self._generation(c), 0, max(top, 0), windows, windows),)
+
+        segments: tuple[Segment, ...] = self._cached(conn, "segments", make)
+        return segments
+
     def _view(self, generation: int) -> Any:
-        """The memory-mapped HNSW of ``generation`` (None when the library has no vectors yet)."""
+        """The memory-mapped HNSW segment written by ``generation`` (None when its file is missing)."""
         with self._lock:
-            if self._hnsw is not None and self._hnsw[0] == generation:
-                return self._hnsw[1]
+            if generation in self._views:
+                return self._views[generation]
             path = self.vectors_path(generation)
             if not path.exists():
                 return None
@@ -730,8 +736,18 @@ class LibraryIndex:
             if view is None:
                 raise FolioError(str(path), "damaged vector index; reopen the library to rebuild it")
             view.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]  # a setter at run time
-            self._hnsw = (generation, view)
+            self._views[generation] = view
             return view
+
+    def _segment_views(self, segments: Sequence[Segment]) -> list[Any] | None:
+        """The views of ``segments`` (None when a file is missing); views of other segments are dropped
+        (their files closed), so the open files follow the library's segments."""
+        with self._lock:
+            wanted = {s.generation for s in segments}
+            for old in [g for g in self._views if g not in wanted]:
+                del self._views[old]
+        views = [self._view(s.generation) for s in segments]
+        return None if any(v is None for v in views) else views
 
     def _book_vectors(
         self, conn: Any, generation: int, book_id: str
@@ -794,16 +810,20 @@ class LibraryIndex:
     def _approximate(
         self,
         conn: Any,
-        view: Any,
+        views: Sequence[tuple[Segment, Any]],
         q: np.ndarray,
         k: int,
         count: int,
         book_ids: Collection[str] | None,
         chapter_ids: Collection[str] | None,
     ) -> list[tuple[int, float]]:
-        """HNSW candidates re-scored exactly from their stored vectors, kept when in scope."""
-        matches = view.search(q, min(count, len(view)))
-        keys = [int(x) for x in np.asarray(matches.keys).ravel().tolist()]
+        """Every segment's HNSW candidates (``count`` live ones each), re-scored exactly from their stored
+        vectors, kept when in scope: the merge across segments is exact."""
+        keys: list[int] = []
+        breadths = search_breadths([s for s, _ in views], count)
+        for (_, view), breadth in zip(views, breadths, strict=True):
+            matches = view.search(q, min(breadth, len(view)))
+            keys.extend(int(x) for x in np.asarray(matches.keys).ravel().tolist())
         if not keys:
             return []
         where, params = _in("w.key", keys)
@@ -838,7 +858,8 @@ class LibraryIndex:
             stale = False
             with self._reading() as conn:
                 generation = self._generation(conn)
-                total = self._scope_windows(conn, None)
+                segments = self._segments(conn)
+                total = sum(s.live for s in segments)
                 if total == 0:
                     return []
                 if book_ids is None and chapter_ids is not None:  # chapters of any book: theirs, exactly
@@ -853,12 +874,13 @@ class LibraryIndex:
                 if book_ids is not None and (chapter_ids is not None or scoped <= EXACT_MAX_WINDOWS):
                     top = self._exact(conn, generation, q, k, book_ids, chapter_ids)
                 else:
-                    view = self._view(generation)
-                    if view is None:
-                        stale = True  # a writer replaced the file between our reads, or it is missing
+                    views = self._segment_views(segments)
+                    if views is None:
+                        stale = True  # a writer removed a file between our reads, or it is missing
                     else:
                         want = int(max(4 * k, k + 16) * max(1.0, total / max(scoped, 1)))
-                        top = self._approximate(conn, view, q, k, want, book_ids, chapter_ids)
+                        pairs = list(zip(segments, views, strict=True))
+                        top = self._approximate(conn, pairs, q, k, want, book_ids, chapter_ids)
                         if book_ids is not None and len(top) < k:
                             top = self._exact(conn, generation, q, k, book_ids, chapter_ids)
                 if not stale:
@@ -868,7 +890,7 @@ class LibraryIndex:
                 continue
             break
         raise FolioError(
-            str(self.vectors_path(generation)),
+            str(self.damaged_vectors() or self.vectors_path(generation)),
             "the vector index is missing; reopen the library to rebuild it",
         )
 
@@ -935,51 +957,40 @@ class LibraryIndex:
         out.setdefault("dtype", settings.dtype)
         return out
 
-    def _write_vectors(
+    def _write_segments(
         self,
+        conn: Any,
         generation: int,
-        old_generation: int,
-        remove: Sequence[int],
-        add: tuple[np.ndarray, np.ndarray],
+        segments: Sequence[Segment],
+        removed: Sequence[int],
+        new: tuple[int, int],
         settings: dict[str, str],
-        everything: Callable[[], tuple[np.ndarray, np.ndarray]],
-    ) -> None:
-        """The HNSW of ``generation``: the old one minus ``remove`` plus ``add`` (keys, vectors), written
-        whole to a new file; when the old file is missing, every window (``everything()``) again."""
-        Index = usearch_index()
-        old = self.vectors_path(old_generation)
-        keys, vectors = add
-        if old.exists():
-            index = Index.restore(str(old))
-            if index is None:
-                raise FolioError(str(old), "damaged vector index; reopen the library to rebuild it")
-            if len(remove):
-                index.remove(np.asarray(remove, dtype=np.uint64))
-        else:
-            index = Index(
-                ndim=int(settings["ndim"]),
-                metric="cos",
-                dtype=settings["dtype"],
-                connectivity=int(settings["connectivity"]),
-                expansion_add=int(settings["expansion_add"]),
-            )
-            keys, vectors = everything()
-        if len(keys):
-            index.add(keys.astype(np.uint64), np.ascontiguousarray(vectors, dtype=np.float32), threads=1)
-        target = self.vectors_path(generation)
-        tmp = target.with_suffix(".usearch.tmp")
-        index.save(str(tmp))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        _replace_file(tmp, target)
-        _fsync_dir(self.directory)
-
-    @staticmethod
-    def _all_vectors(conn: Any) -> tuple[np.ndarray, np.ndarray]:
-        rows = list(conn.execute("SELECT key, vector FROM windows ORDER BY key"))
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        return np.array([k for k, _ in rows], dtype=np.int64), vector_matrix([v for _, v in rows])
+    ) -> Path | None:
+        """Inside the commit's transaction: the segments of ``generation``: ``segments`` less the
+        ``removed`` keys, and the windows of keys ``new`` (first, last) written with the newest segments
+        the merge policy folds to ``vectors-<generation>.usearch``; records
+        them in the ``segments`` table. Returns the file written (None when only rows changed)."""
+        kept = after_removal(segments, removed)
+        fresh = max(0, new[1] - new[0] + 1)
+        fold = merge_plan([s.live for s in kept], fresh) if fresh else 0  # a removal writes no file
+        written = None
+        if fresh or fold:
+            folded = kept[len(kept) - fold :]
+            kept = kept[: len(kept) - fold]
+            lo = folded[0].lo if folded else new[0]
+            hi = max(new[1], folded[-1].hi if folded else new[1])
+            index, size = build_index(settings, window_batches(conn, lo, hi))
+            if size:
+                written = self.vectors_path(generation)
+                checkpoint("segment_built")
+                save_index(index, written)
+                kept.append(Segment(generation, lo, hi, size, size))
+        conn.execute("DELETE FROM segments")
+        conn.executemany(
+            "INSERT INTO segments VALUES (?, ?, ?, ?, ?)",
+            [(s.generation, s.lo, s.hi, s.size, s.live) for s in kept],
+        )
+        return written
 
     def commit(
         self,
@@ -996,6 +1007,7 @@ class LibraryIndex:
         try:
             checkpoint("begin")
             meta = self._meta(conn)
+            segments = self._segments(conn)
             generation = int(meta["generation"])
             lib = self._settings_for(meta, add, settings)
             affected = sorted({b.book_id for b in add} | set(remove))
@@ -1013,8 +1025,6 @@ class LibraryIndex:
                     conn.execute(f"DELETE FROM {table} WHERE {where}", params)
             checkpoint("deleted")
             next_chunk, next_window = int(meta["next_chunk"]), int(meta["next_window"])
-            new_keys: list[np.ndarray] = []
-            new_vectors: list[np.ndarray] = []
             for book, chapters, chunks, windows, vectors in staged:
                 conn.executemany(
                     "INSERT INTO chapters VALUES (?, ?, ?, ?, ?)", [(book.book_id, *c) for c in chapters]
@@ -1046,25 +1056,15 @@ class LibraryIndex:
                         ],
                     )
                     next_window += len(windows)
-                    new_keys.append(keys)
-                    new_vectors.append(matrix)
                 descriptor = json.dumps(book.descriptor, ensure_ascii=False)
                 conn.execute(
                     "INSERT INTO books VALUES (?, ?, ?, ?)",
                     (book.book_id, str(book.descriptor.get("title", "")), descriptor, book.concept_map),
                 )
             checkpoint("inserted")
-            added_keys = np.concatenate(new_keys) if new_keys else np.zeros(0, dtype=np.int64)
-            added = np.concatenate(new_vectors) if new_vectors else np.zeros((0, 0), dtype=np.float32)
             if "ndim" in lib:
-                written = self.vectors_path(generation + 1)
-                self._write_vectors(
-                    generation + 1,
-                    generation,
-                    old_keys,
-                    (added_keys, added),
-                    lib,
-                    lambda: self._all_vectors(conn),
+                written = self._write_segments(
+                    conn, generation + 1, segments, old_keys, (int(meta["next_window"]), next_window - 1), lib
                 )
             checkpoint("vectors_written")
             updates = {
@@ -1087,62 +1087,90 @@ class LibraryIndex:
         self.remove_stale_vectors()
         checkpoint("cleaned")
 
+    def segment_files(self) -> list[Path]:
+        """The vectors files of the current generation's segments, oldest first."""
+        with self._reading() as conn:
+            return [self.vectors_path(seg.generation) for seg in self._segments(conn)]
+
     def remove_stale_vectors(self) -> None:
-        """Delete vectors files (and unfinished temporaries) of generations other than the current one."""
-        keep = self.vectors_path(self.generation()).name
+        """Delete vectors files (and unfinished temporaries) no segment of the current generation names."""
+        keep = {p.name for p in self.segment_files()}
         for path in self.directory.glob("vectors-*.usearch*"):
-            if path.name != keep:
+            if path.name not in keep:
                 path.unlink(missing_ok=True)
 
-    def vectors_missing(self) -> bool:
-        """The library has windows but no readable HNSW file for the current generation (missing,
-        damaged, or not holding every window). A generation that a writer replaced while this looked
-        is looked at again (its file may already be gone), so a reader never mistakes a commit for damage."""
+    def damaged_vectors(self) -> Path | None:
+        """The first vectors file the library needs that is missing, damaged or not the size its segment
+        records (or the current generation's file when windows have no segment); None when whole. A
+        generation that a writer replaced while this looked is looked at again (its file may already be
+        gone), so a reader never mistakes a commit for damage."""
         for _attempt in range(5):
-            with self._reading() as conn:
-                generation = self._generation(conn)
-                windows = int(conn.execute("SELECT count(*) FROM windows").fetchone()[0])
-            if not windows:
-                return False
+            generation = self.generation()
+            damaged = self._damaged_vectors_once()
+            if damaged is None or self.generation() == generation:
+                return damaged
+        return None  # a writer keeps committing: it leaves each generation whole
+
+    def _damaged_vectors_once(self) -> Path | None:
+        with self._reading() as conn:
+            segments = self._segments(conn)
+            if not segments:
+                has = conn.execute("SELECT EXISTS(SELECT 1 FROM windows)").fetchone()[0]
+                return self.vectors_path(self._generation(conn)) if has else None
+        for seg in segments:
             try:
-                view = self._view(generation)
+                view = self._view(seg.generation)
             except FolioError:
-                view = None
-            if view is not None and len(view) == windows:
-                return False
-            if self.generation() == generation:
-                return True
-        return False  # a writer keeps committing: it leaves each generation whole
+                return self.vectors_path(seg.generation)
+            if view is None or len(view) != seg.size:
+                return self.vectors_path(seg.generation)
+        return None
+
+    def vectors_missing(self) -> bool:
+        """The library has windows but a vectors file it needs is missing, damaged or incomplete."""
+        return self.damaged_vectors() is not None
+
+    def compact(self) -> int:
+        """Fold every vector segment into one file (a new generation, one transaction, as ``commit``),
+        then let FTS5 merge its own segments (``optimize``); returns the number of windows indexed. Also
+        how a missing or damaged vectors file is rebuilt (``rebuild_vectors``)."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        written: Path | None = None
+        try:
+            meta = self._meta(conn)
+            generation = int(meta["generation"])
+            if "ndim" in meta:  # no segment kept: one new one over every key
+                top = int(meta["next_window"]) - 1
+                written = self._write_segments(conn, generation + 1, (), (), (1, top), meta)
+            checkpoint("compacted")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(generation + 1),))
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+            if written is not None:
+                written.unlink(missing_ok=True)
+            raise
+        checkpoint("committed")
+        with self._lock:
+            self._views.clear()
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.remove_stale_vectors()
+        return sum(seg.live for seg in self.segments())
+
+    def segments(self) -> tuple[Segment, ...]:
+        """The current generation's vector segments, oldest first."""
+        with self._reading() as conn:
+            return self._segments(conn)
 
     def rebuild_vectors(self) -> int:
-        """Write the current generation's HNSW again from the stored vectors (a missing or damaged
-        file); returns the number of windows indexed."""
-        Index = usearch_index()
-        with self._reading() as conn:
-            meta = self._meta(conn)
-            keys, matrix = self._all_vectors(conn)
-        if not len(keys):
-            return 0
-        index = Index(
-            ndim=matrix.shape[1],
-            metric="cos",
-            dtype=meta.get("dtype", "i8"),
-            connectivity=int(meta.get("connectivity", 16)),
-            expansion_add=int(meta.get("expansion_add", 128)),
-        )
-        index.add(keys.astype(np.uint64), matrix, threads=1)
-        target = self.vectors_path(int(meta["generation"]))
-        tmp = target.with_suffix(".usearch.tmp")
-        index.save(str(tmp))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
+        """Write one vectors file of every stored window again (a missing or damaged file), as a new
+        generation; returns the number of windows indexed."""
         with self._lock:
-            self._hnsw = None  # drop the damaged view before the file is replaced
-        _replace_file(tmp, target)
-        _fsync_dir(self.directory)
-        with self._lock:
-            self._hnsw = None
-        return len(keys)
+            self._views.clear()  # drop damaged views before their files are replaced
+        return self.compact()
 
     def lexical_problem(self) -> str | None:
         """Why the FTS5 index does not match the chunks (its ``integrity-check``), or None."""
@@ -1161,7 +1189,14 @@ class LibraryIndex:
         if lexical is not None:
             problems.append(f"lexical index: {lexical}")
         with self._reading() as conn:
-            generation = int(self._meta(conn)["generation"])
+            segments = self._segments(conn)
+            for seg in segments:
+                live = conn.execute(
+                    "SELECT count(*) FROM windows WHERE key BETWEEN ? AND ?", (seg.lo, seg.hi)
+                ).fetchone()[0]
+                if live != seg.live:
+                    path = self.vectors_path(seg.generation)
+                    problems.append(f"{path}: {seg.live} live windows recorded, {live} stored")
             counts = dict(conn.execute("SELECT book_id, count(*) FROM chunks GROUP BY book_id"))
             windows = dict(conn.execute("SELECT book_id, count(*) FROM windows GROUP BY book_id"))
             for (descriptor,) in conn.execute("SELECT descriptor FROM books"):
@@ -1172,14 +1207,9 @@ class LibraryIndex:
                 ):
                     problems.append(f"{d['book_id']}: chunks or windows do not match its descriptor")
             total = sum(windows.values())
-        if total:
-            try:
-                view = self._view(generation)
-            except FolioError as exc:
-                problems.append(str(exc))
-            else:
-                if view is None:
-                    problems.append(f"{self.vectors_path(generation)}: missing")
-                elif len(view) != total:
-                    problems.append(f"{self.vectors_path(generation)}: {len(view)} vectors, {total} windows")
+        if total != sum(seg.live for seg in segments):
+            problems.append(f"{self.directory}: the vector segments do not cover every window")
+        damaged = self.damaged_vectors()
+        if damaged is not None:
+            problems.append(f"{damaged}: missing, damaged or incomplete")
         return problems

@@ -1,0 +1,97 @@
+"""The fullsize bench's books and its ingest (issue 30): books recombined from whole real chapters parse
+back into those chapters, and a real ingest killed with SIGKILL mid-run and run again ingests each book
+exactly once. The long measurements themselves are ``make bench BENCH_ARGS="--only fullsize"``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+
+from bench.fullsize_bench import fullsize_books, pending_books, real_ingest, write_fullsize_book
+from folio.dataflows.library import Library
+from folio.nodes.parsing import manifest, parsed_book
+from tests.conftest import BOOKS, REPO_DIR
+
+
+def chapters_of(path: Path) -> list[tuple[str, str]]:
+    return [(c.title, c.text) for c in manifest(parsed_book(str(path))).chapters]
+
+
+@pytest.fixture(scope="module")
+def real_chapters() -> list[tuple[str, str]]:
+    """Whole chapters of two shared plain-text books (Alice, The Time Machine)."""
+    out = []
+    for name in ("pg11_carroll_alices-adventures-in-wonderland.txt", "pg35_wells_the-time-machine.txt"):
+        out += [c for c in chapters_of(BOOKS / "txt" / name) if len(c[1].split()) >= 800]
+    assert len(out) >= 15
+    return out
+
+
+def test_recombined_books_are_whole_real_chapters_and_parse_back_into_them(real_chapters, tmp_path):
+    books = fullsize_books(real_chapters, 3, words=6000)
+    assert len({b.chapters for b in books}) == 3  # distinct books
+    for book in books:
+        assert 6000 <= book.words < 6000 + max(len(t.split()) for _, t in real_chapters)
+        assert len(set(book.chapters)) == len(book.chapters)  # no chapter twice in a book
+        assert set(book.chapters) <= set(real_chapters)  # whole chapters, unchanged
+        parsed = chapters_of(write_fullsize_book(book, tmp_path))
+        assert [" ".join(t.split()) for _, t in parsed] == [" ".join(t.split()) for _, t in book.chapters]
+
+
+RUN = """
+import sys
+from pathlib import Path
+from bench.fullsize_bench import real_ingest
+print(real_ingest([Path(p) for p in sys.argv[2:]], Path(sys.argv[1])))
+"""
+
+
+def books_in(library: Path) -> list[str]:
+    """File names of the books committed to the library (read-only; none before its first commit)."""
+    if not (library / "library.sqlite").exists():
+        return []
+    conn = apsw.Connection(str(library / "library.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        conn.set_busy_timeout(5000)
+        rows = conn.execute("SELECT json_extract(descriptor, '$.source_file') FROM books")
+        return [Path(r[0]).name for r in rows]
+    except apsw.SQLError:  # the schema is not there yet
+        return []
+    finally:
+        conn.close()
+
+
+@pytest.mark.model
+def test_a_killed_ingest_run_again_ingests_each_book_once(real_chapters, tmp_path):
+    files = [write_fullsize_book(b, tmp_path / "books") for b in fullsize_books(real_chapters, 3, words=2500)]
+    library = tmp_path / "library"
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    argv = [sys.executable, "-c", RUN, str(library), *map(str, files)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while not books_in(library) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)  # mid-run: one book in, the next being ingested
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    done = books_in(library)
+    assert 1 <= len(done) < 3
+    lib = Library(library)
+    assert [f.name for f in pending_books(lib, files)] == [f.name for f in files if f.name not in done]
+    lib.close()
+    again = real_ingest(files, library)
+    assert again["books"] == 3 - len(done)  # only the books the killed run had not committed
+    after = books_in(library)
+    assert sorted(after) == sorted(f.name for f in files)  # each book once
+    lib = Library(library)
+    try:
+        assert lib.index.check() == [] and not list((library / "staging").iterdir())
+    finally:
+        lib.close()
