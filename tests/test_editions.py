@@ -61,7 +61,8 @@ def test_the_always_on_context_names_translator_and_edition() -> None:
 def test_the_book_descriptor_carries_them_to_the_catalog(data_dir: Path) -> None:
     grimm = str(data_dir / "books/txt/pg19068_grimm_household-stories_lucy-crane.txt")
     manifest = Manifest("g", "Household Stories", "Grimm", "en", grimm, "txt", "h", ())
-    descriptor = _descriptor(manifest, (), 0, "m", 800, 0.1)
+    metadata = {"title": "Household Stories", "author": "Grimm", "authors": ["Grimm"], "language": "en"}
+    descriptor = _descriptor(manifest, (), 0, "m", 800, 0.1, metadata)
     assert descriptor["translator"] == "Lucy Crane" and "edition" not in descriptor
 
     class Store:
