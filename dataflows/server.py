@@ -51,6 +51,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -198,7 +199,7 @@ def create_app(
             return _error(421, why)
         if (why := origin_problem(request.method, request.headers.get("origin"), hosts)) is not None:
             return _error(403, why)
-        if token is not None:
+        if token is not None and not request.url.path.startswith(DOCS_ASSETS + "/"):  # public files
             given = request.headers.get("x-folio-token") or request.query_params.get("token") or ""
             auth = request.headers.get("authorization", "")
             if auth.lower().startswith("bearer "):
@@ -371,10 +372,14 @@ def _offline_docs(app: FastAPI) -> None:
             return _error(404, f"{name}: no such file")
         return Response(found, media_type=DOCS_ASSET_TYPES[name.rpartition(".")[2]])
 
+    def spec_url(request: Request) -> str:  # the page's ?token= goes on to the schema it loads
+        given = request.query_params.get("token")
+        return str(app.openapi_url) + (f"?{urlencode({'token': given})}" if given else "")
+
     @app.get("/docs", include_in_schema=False)
-    async def swagger_page() -> HTMLResponse:
+    async def swagger_page(request: Request) -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url=str(app.openapi_url),
+            openapi_url=spec_url(request),
             title=f"{app.title} API",
             swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
             swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
@@ -383,9 +388,9 @@ def _offline_docs(app: FastAPI) -> None:
         )
 
     @app.get("/redoc", include_in_schema=False)
-    async def redoc_page() -> HTMLResponse:
+    async def redoc_page(request: Request) -> HTMLResponse:
         return get_redoc_html(
-            openapi_url=str(app.openapi_url),
+            openapi_url=spec_url(request),
             title=f"{app.title} API",
             redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
             redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",

@@ -163,6 +163,20 @@ def test_http_errors_name_parameters_and_a_body_that_is_not_json_says_so(served)
     assert missing.json()["error"].startswith("question: ")
 
 
+def test_the_api_pages_work_behind_a_token(served) -> None:
+    _, service = served
+    with ServedApp(create_app(service, "t0ken")) as guarded:
+        page = httpx.get(f"{guarded.url}/docs", params={"token": "t0ken"}, timeout=60)
+        assert page.status_code == 200 and "/openapi.json?token=t0ken" in page.text
+        assert "/docs-assets/swagger-ui-bundle.js" in page.text
+        assert httpx.get(f"{guarded.url}/openapi.json?token=t0ken", timeout=60).status_code == 200
+        script = httpx.get(f"{guarded.url}/docs-assets/swagger-ui-bundle.js", timeout=60)
+        assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+        assert httpx.get(f"{guarded.url}/api/books", timeout=60).status_code == 401
+        assert httpx.get(f"{guarded.url}/docs-assets/../api/books", timeout=60).status_code == 401
+        assert httpx.get(f"{guarded.url}/docs-assets/nothing.js", timeout=60).status_code == 404
+
+
 # --- the OpenAPI pages in Chromium, offline --------------------------------------------------------------
 @pytest.fixture(scope="module")
 def offline_browser() -> Iterator[object]:
