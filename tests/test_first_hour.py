@@ -70,8 +70,9 @@ def served(alice_library: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 def _readme_routes() -> list[tuple[str, str]]:
-    """(method, path) of every route the README's HTTP section lists, ``{…}`` parts as given."""
-    text = (REPO_DIR / "README.md").read_text(encoding="utf-8")
+    """(method, path) of every route the documentation's HTTP section lists (``docs/serving.md``, where
+    the README sends its readers), ``{…}`` parts as given."""
+    text = (REPO_DIR / "docs" / "serving.md").read_text(encoding="utf-8")
     line = text[text.index("Routes: `") : text.index("Ingest and remove are jobs")]
     routes: list[tuple[str, str]] = []
     base = ""
