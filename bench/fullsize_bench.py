@@ -48,7 +48,7 @@ import numpy as np
 
 from bench.fullsize_report import SMALL_BOOK_ROWS, fullsize_plot, fullsize_table
 from bench.measuring import latency_summary
-from bench.scaling import _in_fresh_process, open_files, rss_mb
+from bench.scaling import in_fresh_process, open_files, rss_mb
 from folio.dataflows.library import Library, shared_index
 from folio.nodes.backends.library_index import StagedRows, VectorSettings
 from folio.nodes.backends.progress import Progress
@@ -493,17 +493,17 @@ def fullsize_bench(
     result["book_words"] = [min(b.words for b in library_books), max(b.words for b in library_books)]
     real = work_dir / f"library-{books}x{words}"
     if "ingest" in parts:
-        result["real_ingest"] = _in_fresh_process(real_ingest, files, real)
+        result["real_ingest"] = in_fresh_process(real_ingest, files, real)
     if "index" in parts and (real / "library.sqlite").exists():
         target = work_dir / f"index-{windows}"
         result["index_build"] = index_library(real, target, windows)
-        result["index"] = _in_fresh_process(index_measurement, str(target), str(extra))
+        result["index"] = in_fresh_process(index_measurement, str(target), str(extra))
         scratch = work_dir / "empty"
         shutil.rmtree(scratch, ignore_errors=True)
-        result["add_to_empty_s"] = round(_in_fresh_process(add_to_empty, str(extra), str(scratch)), 2)
+        result["add_to_empty_s"] = round(in_fresh_process(add_to_empty, str(extra), str(scratch)), 2)
         shutil.rmtree(scratch, ignore_errors=True)
     if "dask" in parts:
-        result["dask"] = _in_fresh_process(dask_comparison, files[:dask_books], work_dir / "dask")
+        result["dask"] = in_fresh_process(dask_comparison, files[:dask_books], work_dir / "dask")
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)

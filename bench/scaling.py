@@ -806,7 +806,7 @@ def scaling_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
 # --- the whole section ---------------------------------------------------------------------------
 
 
-def _in_fresh_process(function: Callable[..., Any], *args: Any) -> Any:
+def in_fresh_process(function: Callable[..., Any], *args: Any) -> Any:
     """``function(*args)`` in a fresh Python process (clean RSS and open files; warm only by its work)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -848,7 +848,7 @@ def scaling_bench(
         encoder.save()
     queries = scaling_queries(data_dir)
     added = [str(p) for p in write_book_files(added_books(data_dir), work_dir / "added")]
-    latencies = _in_fresh_process(search_latencies, [str(libraries[n]) for n in sizes], queries)
+    latencies = in_fresh_process(search_latencies, [str(libraries[n]) for n in sizes], queries)
     rows = []
     for size, latency in zip(sizes, latencies, strict=True):
         copy = work_dir / "measured"
@@ -857,7 +857,7 @@ def scaling_bench(
             shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(libraries[size], copy)
         scratch.mkdir()
-        resources = _in_fresh_process(size_measurement, str(copy), added, str(scratch), queries)
+        resources = in_fresh_process(size_measurement, str(copy), added, str(scratch), queries)
         rows.append({"size": size, **latency, **resources})
         for folder in (copy, scratch):
             shutil.rmtree(folder, ignore_errors=True)

@@ -822,7 +822,7 @@ class LibraryIndex:
         keys: list[int] = []
         breadths = search_breadths([s for s, _ in views], count)
         for (_, view), breadth in zip(views, breadths, strict=True):
-            matches = view.search(q, min(breadth, len(view)))
+            matches = view.search(q, min(breadth, len(view)), threads=1)  # one query: no thread pool
             keys.extend(int(x) for x in np.asarray(matches.keys).ravel().tolist())
         if not keys:
             return []
