@@ -157,7 +157,8 @@ def with_conversation(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ask(service: Service, args: Mapping[str, Any]) -> Any:
-    return service.ask(args["question"], args.get("conversation"), **_filters(args))
+    given = {"conversation": args["conversation"]} if "conversation" in args else {}
+    return service.ask(args["question"], **given, **_filters(args))
 
 
 # What a model reads: per tool, its description and each parameter's (an example in each).

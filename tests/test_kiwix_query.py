@@ -190,7 +190,9 @@ def test_cli_prints_books_candidates_with_signals_and_context(capsys: pytest.Cap
     assert f"books searched: {WIKI}" in out
     assert f"selected books: {WIKI} (primary)" in out
     assert "Emu" in out and "stemmed_title=+15" in out and f"{WIKI} : A/Emu" in out
-    assert f"\nanswer:\n  [{WIKI}] Emu (" in out and f"— zim://{WIKI}/A/Emu\nEmu" in out
+    assert f"\nanswer:\n  [{WIKI}] Emu (" in out and f"— zim://{WIKI}/A/Emu\n" in out
+    answer = out.split(f"— zim://{WIKI}/A/Emu\n", 1)[1]
+    assert "Australia" in answer  # "where": the passage that names the place
 
 
 def test_cli_names_the_superseded_edition(capsys: pytest.CaptureFixture[str]) -> None:

@@ -270,7 +270,7 @@ def _meta_complete(conn: Any) -> bool:
     """The database is in WAL mode and holds every table of ``SCHEMA`` and the meta rows (a library
     that opening need not write)."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
-    wanted = {"meta", "books", "chapters", "chunks", "windows", "chunks_fts"}
+    wanted = {"meta", "books", "chapters", "chunks", "windows", "segments", "chunks_fts"}
     keys = {row[0] for row in conn.execute("SELECT key FROM meta")}
     mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     return (
