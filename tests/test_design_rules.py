@@ -71,6 +71,7 @@ def test_a_not_book_question_with_an_llm_and_no_other_source_is_answered_not_fro
     route = {"route": "NOT_BOOK", "confidence": 0.9, "suggested_queries": []}
     with ScriptedLLMServer([route, Reply.answer("Neon is a noble gas.")]) as server:
         cfg = {"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0, "kiwix": "none"}
+        cfg["search_mode"] = "lexical"  # no model: the answer does not read the books
         got = ask("What is a noble gas?", library=alice_library, config=cfg)
         asked = server.requests[-1]
     assert got.answer == f"{NOT_FROM_BOOKS} Neon is a noble gas."
