@@ -28,7 +28,8 @@ core, each on its own thread.
 
 Conversations: ``ask`` and ``book_tools`` take an optional conversation id; the calls of one
 conversation share one session cache (``Session``), so a repeated lookup or search is served from it,
-as within one ``folio ask``. Without an id each call has a fresh cache.
+as within one ``folio ask``. Without an id each call has a fresh cache. A conversation's cache is not
+cleared when a book is ingested or removed meanwhile: start a new conversation to see the change.
 
 Limitations: one library per process; an ingest job run inside the service encodes on one thread
 too; ingest paths are files on this machine (the HTTP API does not take uploads); jobs live in

@@ -7,7 +7,11 @@ The query side uses it to route a question to the right chapters: ``ConceptMap.l
   name only if it is rarely written in lower case in the book), honorifics split off, then aliases merged:
   "Holmes", "Mr. Holmes" and "Mr. Sherlock Holmes" join "Sherlock Holmes" (a shorter name joins the
   dominant longer name that ends, or starts, with it; honorifics of the other gender never join), while
-  "Mrs. Hudson" stays separate. Kept by salience (mentions and chapter spread).
+  "Mrs. Hudson" stays separate. One of the two must be a person, unless the text introduces the longer
+  name and then shortens it: "Cheshire Cat" … "the Cat", "White Rabbit" … "the Rabbit" join (the longer
+  is named first, and at least half of the chapters naming the shorter name the longer too), while
+  "England", named alone in chapters without "New England", stays apart. Kept by salience (mentions
+  and chapter spread).
 - Themes: agglomerative clustering (average linkage, distance threshold, no explicit k) of the book's
   chunks on ``w * cos(chunk vectors) + (1 - w) * cos(TF-IDF vectors)``; clusters of one chunk are
   dropped. Labelled by their top TF-IDF keyphrases (unigrams and bigrams).
@@ -16,6 +20,14 @@ The query side uses it to route a question to the right chapters: ``ConceptMap.l
 - Every item keeps at most 24 chapter ids (strongest evidence first), top terms and up to two excerpt
   pointers inside chunk spans. Ids are hashes of content (names, member chunk ids), so the same book and
   config give a byte-identical ``ConceptMap.to_json()``.
+
+Differences from the design (issue 32, ``docs/design-differences.md``): no LLM normalises the map at
+ingest (entity types, alias merging, theme labels): the deterministic merge above catches the design's
+"Cat" / "Cheshire Cat" case (full Alice; before issue 32 they were two entities, as were "White
+Rabbit" / "Rabbit" in the abridged Alice). Themes cluster chunks and each names the chapters its chunks
+come from, rather than clustering whole chapters: a book of 12 stories could not reach the design's 25
+themes otherwise; the counts below are in the design's 25-100 for a novel, and a short book gets fewer
+(the abridged Alice, ~10k words in 10 chapters: 2).
 
 Config keys: ``concept_theme_threshold`` (distance threshold, 1 - blended similarity; 0.52 gives
 Sherlock 26 themes over 12 stories and Moby-Dick 84, on MiniLM window-mean chunk vectors with 120-token
@@ -65,6 +77,7 @@ _N_KEYWORDS = 8
 _EXCERPT_CHARS = 400
 _UNIT_MIN_CHARS = 400  # paragraphs shorter than this are joined into windows for co-occurrence
 _LOWER_RATIO = 0.5  # a name may be written in lower case at most this often per capitalised use
+_SHORTENED_SHARE = 0.5  # a shortened name ("the Rabbit") shares this share of its chapters with the full one
 
 _PARAGRAPH = re.compile(r"\S(?:.|\n(?!\s*\n))*")
 _ROMAN = re.compile(r"^[IVXLCDM]+$")
@@ -232,14 +245,15 @@ def _alias_target(
     the next) or, for uses without honorific, start with it ("Irene" -> "Irene Adler"; only if unique
     and used at least as often, so "John" among "John Clay" and "John Turner" stays apart). One of the
     two must be a person (a surname in ``titled`` has been used with a title), so "England" stays apart
-    from "New England"; a title of the other gender never joins.
+    from "New England", unless the text introduced the longer name first and then shortened it
+    (``_shortened``: "White Rabbit" … "Rabbit"); a title of the other gender never joins.
     """
     n = len(stats.tokens)
     gender = _group_gender(parts)
     person = any(p != "bare" for p in parts)
     suffixes, prefixes = [], []
     for other in candidates:
-        if len(other.tokens) <= n or not (person or other.tokens[-1] in titled):
+        if len(other.tokens) <= n or not (person or other.tokens[-1] in titled or _shortened(stats, other)):
             continue
         if gender == "m" and _name_gender(other) == "f":
             continue
@@ -257,6 +271,23 @@ def _alias_target(
     if len(prefixes) == 1 and len(prefixes[0].mentions) >= len(stats.mentions):
         return prefixes[0]
     return None
+
+
+def _first(stats: _NameStats) -> tuple[int, int]:
+    return min((m.chapter, m.start) for m in stats.mentions)
+
+
+def _shortened(stats: _NameStats, longer: _NameStats) -> bool:
+    """The text introduces ``longer`` and then shortens it to ``stats``, its last word(s): "a White
+    Rabbit with pink eyes" … "the Rabbit". ``longer`` is mentioned first, and at least
+    ``_SHORTENED_SHARE`` of the chapters naming ``stats`` name ``longer`` too ("England", named in
+    chapters without "New England", stays apart)."""
+    n = len(stats.tokens)
+    if longer.tokens[-n:] != stats.tokens or not longer.mentions or _first(longer) > _first(stats):
+        return False
+    chapters = {m.chapter for m in stats.mentions}
+    shared = chapters & {m.chapter for m in longer.mentions}
+    return len(shared) >= _SHORTENED_SHARE * len(chapters)
 
 
 def _merged_groups(names: Sequence[_NameStats]) -> list[list[tuple[_NameStats, tuple[str, ...]]]]:

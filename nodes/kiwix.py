@@ -33,8 +33,9 @@ Difference from the design, measured (2026-11-26, Kiwix questions, dev 58 / held
 ``--no-answers``, machine loaded by ~9 engineers): with the 5 sample archives, searching all gives
 0.862 / 0.948 and 0.861 / 0.930 at 39-42 searches a question; the catalogue choosing 2 first gives
 0.810 / 0.862 and 0.814 / 0.884 at 19 (a catalogue says "Wikipedia 100", not which 100 articles), so few
-archives are all searched. With 50 archives (the 5, ten copies each) searching all would cost ~400
-searches a question; the catalogue choice keeps it at ~19 (``tests/test_kiwix_selection.py``).
+archives are all searched. With 50 archives (the 5, ten copies each) the catalogue choice searches 2
+of them: 21 searches a question (first 5 dev questions), where searching all costs 467
+(``tests/test_kiwix_selection.py``).
 The LLM does not choose before the search (it ranks the searched books, below).
 
 Book selection: with ``llm: none`` the books are ranked by their best scored candidate (evidence);

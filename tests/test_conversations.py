@@ -19,7 +19,7 @@ QUESTION = "Who stole the tarts?"
 
 @pytest.fixture(scope="module")
 def service(alice_library: Path) -> Service:
-    return Service(alice_library, config={"kiwix": "none"})
+    return Service(alice_library, config={"kiwix": "none", "search_mode": "lexical"})  # no model
 
 
 def test_http_asks_in_one_conversation_share_its_cache(service: Service) -> None:

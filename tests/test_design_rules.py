@@ -9,7 +9,9 @@ from folio.nodes.answering import NOT_FROM_BOOKS, answer
 from folio.nodes.backends.summaries import extractive_summary
 from folio.nodes.backends.tools import ToolBudget
 from folio.nodes.backends.zim import ZimBackend
+from folio.nodes.concepts import _entity_drafts
 from folio.nodes.kiwix_fusion import kiwix_context
+from folio.nodes.parsing import parsed_book
 from folio.nodes.routing import ROUTER_SCHEMA, _validated
 from folio.nodes.source_fusion import fused_context, source_plan
 from folio.nodes.text import sentences
@@ -69,6 +71,7 @@ def test_a_not_book_question_with_an_llm_and_no_other_source_is_answered_not_fro
     route = {"route": "NOT_BOOK", "confidence": 0.9, "suggested_queries": []}
     with ScriptedLLMServer([route, Reply.answer("Neon is a noble gas.")]) as server:
         cfg = {"llm": "openai", "llm_base_url": server.url, "llm_max_retries": 0, "kiwix": "none"}
+        cfg["search_mode"] = "lexical"  # no model: the answer does not read the books
         got = ask("What is a noble gas?", library=alice_library, config=cfg)
         asked = server.requests[-1]
     assert got.answer == f"{NOT_FROM_BOOKS} Neon is a noble gas."
@@ -110,3 +113,14 @@ def test_an_extractive_chapter_summary_has_section_headings_and_a_few_sentences_
     for text in (overview, *(line.split(": ", 1)[1] for line in lines)):
         assert 1 <= len(sentences(text)) <= 3 + 1  # a few sentences (an abbreviation may split one)
     assert extractive_summary(chunks[:5]).count("\n") == 0  # one section: its sentences alone
+
+
+def test_a_name_the_text_introduces_and_then_shortens_is_one_entity(data_dir: Path) -> None:
+    book = parsed_book(str(data_dir / "books/txt/pg11_carroll_alices-adventures-in-wonderland.txt"))
+    drafts = {d.name: d for d in _entity_drafts([c.text for c in book.chapters])}
+    assert {"Cheshire Cat", "Cat"} <= set(drafts["Cheshire Cat"].aliases)
+    assert {"White Rabbit", "Rabbit"} <= set(drafts["White Rabbit"].aliases)
+    assert "Cat" not in drafts and "Rabbit" not in drafts
+    moby = parsed_book(str(data_dir / "books/epub/melville_moby-dick.epub"))
+    names = {d.name: d for d in _entity_drafts([c.text for c in moby.chapters])}
+    assert "England" not in names["New England"].aliases  # named alone in other chapters: apart

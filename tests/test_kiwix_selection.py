@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from folio.dataflows.kiwix_query import kiwix_answer
 from folio.nodes.kiwix import _catalogue_choice, _clean_terms, searched_books
 from folio.nodes.scores import rank_candidates
@@ -34,6 +36,7 @@ def test_few_archives_are_all_searched_many_are_chosen_by_the_catalogue_first() 
     assert "wiki_fr" not in [b.name for b in _catalogue_choice(CATALOGUE, "What is photosynthesis?", 3)]
 
 
+@pytest.mark.slow  # opens 50 archives
 def test_fifty_archives_cost_the_searches_of_two(tmp_path: Path) -> None:
     paths = []
     for original in sorted(ZIMS.glob("*.zim")):
