@@ -36,6 +36,10 @@ def test_a_sentence_holds_the_asked_type_only_when_the_question_does_not():
     assert _cue("How many legs do spiders have?", "Spiders have legs.") == 0.0
     assert _cue("Who founded Perth?", "Perth was founded by Captain James Stirling.") == 1.0
     assert _cue("Who founded Perth?", "Perth was founded long ago.") == 0.0  # its one name is the question's
+    question = "What was the name of the woman who befriended the Time Traveller?"
+    assert _cue(question, "After a time we looked only at the Time Traveller’s face.") == 0.0  # possessive
+    assert _cue(question, "I found that her name was Weena, the Time Traveller said.") == 1.0
+    assert _cue("Who was Alice's sister?", "Then Alice's sister woke up.") == 0.0
     assert _cue("Where did Elizabeth die?", "Elizabeth died at Balmoral Castle.") == 1.0
     assert _cue("Where did Elizabeth die?", "Elizabeth died in her sleep.") == 0.0
 

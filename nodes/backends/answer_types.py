@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from folio.nodes.text import STOPWORDS, fold, words
+from folio.nodes.text import STOPWORDS, base_word, fold, words
 
 NUMBER_WORDS = frozenset(
     [
@@ -146,9 +146,15 @@ def answer_type(question: str) -> AnswerType:
     return AnswerType()
 
 
+def _own(word: str, question_words: frozenset[str]) -> bool:
+    """The word (possessive or not: "Traveller's") is one of the question's words (or a stop word)."""
+    folded = base_word(fold(word))
+    return folded in STOPWORDS or folded in question_words or folded in {base_word(w) for w in question_words}
+
+
 def _names(text: str, question_words: frozenset[str]) -> list[str]:
     """Capitalised words of the text that do not open a sentence and are not the question's words."""
-    return [w for w in _CAPITAL.findall(text) if fold(w) not in question_words and fold(w) not in STOPWORDS]
+    return [w for w in _CAPITAL.findall(text) if not _own(w, question_words)]
 
 
 def type_cue(answer: AnswerType, text: str, question_words: frozenset[str]) -> float:
@@ -164,9 +170,7 @@ def type_cue(answer: AnswerType, text: str, question_words: frozenset[str]) -> f
     if kind == "name":
         return 1.0 if _names(text, question_words) else 0.0
     if kind == "place":
-        found = [
-            p for p in _PLACE.findall(text) if fold(p) not in question_words and fold(p) not in STOPWORDS
-        ]
+        found = [p for p in _PLACE.findall(text) if not _own(p, question_words)]
         return 1.0 if found else 0.0
     # named: a capitalised name next to the head noun ("Lake Mead", "the Colorado River")
     head = answer.head

@@ -1,0 +1,92 @@
+"""The issue-27 question sets (tests/qa/books27_*, kiwix27_*, library27): their shape, their split, and
+that every answer lies where the line says, checked against the real texts (no ingest, no model)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from lxml import html
+
+from folio.nodes.evaluation import _answer_norm, _norm, qa_items
+from tests.conftest import DATA_DIR, ZIMS
+
+QA_DIR = Path(__file__).parent / "qa"
+KINDS = ("concrete", "why", "whole", "other")
+
+
+def _lines(name: str) -> list[dict]:
+    return [json.loads(line) for line in (QA_DIR / name).read_text(encoding="utf-8").splitlines() if line]
+
+
+def _book_text(book_file: str) -> str:
+    path = DATA_DIR / book_file
+    if path.suffix == ".epub":
+        with zipfile.ZipFile(path) as z:
+            parts = [n for n in sorted(z.namelist()) if n.endswith((".xhtml", ".html", ".htm"))]
+            return "\n".join(html.fromstring(z.read(n)).text_content() for n in parts)
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def test_book_sets_cover_six_books_split_by_book_with_the_asked_mix_of_kinds():
+    dev, test = _lines("books27_dev.jsonl"), _lines("books27_test.jsonl")
+    assert len(dev) + len(test) >= 150
+    dev_books, test_books = {r["book_file"] for r in dev}, {r["book_file"] for r in test}
+    assert len(dev_books | test_books) >= 6 and not dev_books & test_books
+    kinds = Counter(r["type"] for r in dev + test)
+    assert set(kinds) <= set(KINDS)
+    n = len(dev) + len(test)
+    assert kinds["concrete"] / n >= 0.3 and kinds["why"] / n >= 0.3 and kinds["whole"] / n >= 1 / 6 - 0.01
+    for row in dev + test:
+        assert row["answers"], row["id"]
+        assert row["type"] == "whole" or row["gold_quote"], row["id"]
+    assert len(qa_items(str(QA_DIR / "books27_test.jsonl"))) == len(test)  # folio eval reads them
+
+
+@pytest.mark.parametrize("name", ["books27_dev.jsonl", "books27_test.jsonl"])
+def test_every_gold_quote_is_in_its_book(name):
+    texts: dict[str, str] = {}
+    for row in _lines(name):
+        if not row.get("gold_quote"):
+            continue
+        if row["book_file"] not in texts:
+            texts[row["book_file"]] = _norm(_book_text(row["book_file"]))
+        assert _norm(row["gold_quote"]) in texts[row["book_file"]], row["id"]
+
+
+@functools.lru_cache(maxsize=8)
+def _archive(zim: str):
+    from libzim.reader import Archive
+
+    return Archive(str(ZIMS / f"{zim}.zim"))
+
+
+def _paragraphs(zim: str, path: str) -> list[str]:
+    doc = html.fromstring(bytes(_archive(zim).get_entry_by_path(path).get_item().content))
+    for bad in doc.xpath("//table|//style|//script|//sup|//figure"):
+        bad.getparent().remove(bad)
+    paras = [" ".join(p.text_content().split()) for p in doc.xpath("//p")]
+    return [p for p in paras if len(p) > 40]
+
+
+def test_kiwix_sets_split_by_article_and_answer_past_the_first_paragraph():
+    dev, test = _lines("kiwix27_dev.jsonl"), _lines("kiwix27_test.jsonl")
+    assert len(dev) + len(test) >= 100
+    key = lambda r: (r["gold_zim"], r["gold_path"])  # noqa: E731
+    assert not {key(r) for r in dev} & {key(r) for r in test}
+    for row in dev + test:
+        paras = [f" {_answer_norm(p)} " for p in _paragraphs(row["gold_zim"], row["gold_path"])]
+        wanted = [f" {_answer_norm(a)} " for a in row["answers"]]
+        assert not any(a in paras[0] for a in wanted), row["id"]  # not in the first paragraph
+        assert any(a in p for a in wanted for p in paras[1:]), row["id"]
+
+
+def test_library_set_has_questions_to_refuse_and_to_answer():
+    rows = _lines("library27.jsonl")
+    assert Counter(r["expect"] for r in rows) == {"refuse": 20, "answer": 20}
+    items = qa_items(str(QA_DIR / "library27.jsonl"))
+    assert all(i.kind == "library" for i in items)
