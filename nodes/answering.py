@@ -15,7 +15,9 @@
   (citation: the passage's span and text), renumbered in order of first use. An answer without a valid
   marker, one that echoes its instructions, or a failed call gives the extractive answer and a note.
 - Agent (``answer_mode: agent``): the LLM calls the book tools through OpenAI tool calling, under the
-  same budget; it cites locations as ``[BOOK_ID/CHUNK_ID]``, which must be chunks a tool returned (the
+  same budget and the pipeline's single escalation (one widening from chosen chapters to the whole
+  books; a second is refused and the model reads why);
+  it cites locations as ``[BOOK_ID/CHUNK_ID]``, which must be chunks a tool returned (the
   citation is the chunk). When the budget is spent, or the answer cites nothing valid, the answer is
   the extractive one read from the chunks the tools returned, with a note.
 - Evidence rule: no book-specific answer without retrieved evidence. Insufficient evidence (see
@@ -471,7 +473,7 @@ def book_results__agent(
     out = []
     max_words = int(answer_max_words)
     for r in book_questions:
-        tools = book_tools.for_books(r.book_ids)
+        tools = book_tools.for_books(r.book_ids).escalating(1)  # one widening, as the pipeline
         content, notes = _agent_run(
             llm_client, tools, r.question, [b for b in book_catalog if b.book_id in r.book_ids]
         )

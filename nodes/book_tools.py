@@ -70,15 +70,15 @@ from typing import Any
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import OpenAIChatClient
+from folio.nodes.backends.rerank import RerankError, cross_encoder_scores, llm_order
 from folio.nodes.backends.summaries import LLMSummarizer
 from folio.nodes.backends.tools import (
     BookTools,
     BudgetExceeded,
-    SemanticUnavailable,
     Session,
     ToolBudget,
 )
-from folio.nodes.scores import fuse_convex
+from folio.nodes.scores import HitFusion, merge_ranked, search_depth
 from folio.nodes.text import (
     base_word,
     content_words,
@@ -91,8 +91,8 @@ from folio.nodes.text import (
     tokens,
 )
 from folio.nodes.types import (
-    SEMANTIC_UNAVAILABLE,
     BookEvidence,
+    BookHits,
     ChapterSummary,
     ConceptMap,
     Hit,
@@ -106,11 +106,6 @@ LEXICAL_ONLY_COVERAGE = 0.5  # the evidence rule without semantic search: today'
 _CONCRETE_OPENERS = frozenset(["who", "whom", "whose", "where", "when", "which", "what", "name", "list"])
 
 # --- pure helpers ------------------------------------------------------------------------------------
-
-
-def _plan(kind: str) -> tuple[str, str]:
-    """The search tools in the order the kind asks for."""
-    return ("text_search", "semantic_search") if kind == "concrete" else ("semantic_search", "text_search")
 
 
 def _scope(lookup: Sequence[tuple[str, Any]], max_chapters: int) -> tuple[str, ...] | None:
@@ -248,75 +243,120 @@ def _sufficient(
     return best_coverage >= min_coverage or max(h.score for h in semantic[:10]) >= min_similarity
 
 
-def _fused(primary: Sequence[Hit], secondary: Sequence[Hit], weight: float, k: int) -> tuple[Hit, ...]:
-    if not secondary:
-        return tuple(primary[:k])
-    if not primary:
-        return tuple(secondary[:k])
-    return fuse_convex(primary, secondary, weight, k)
+def _boosted(hits: Sequence[Hit], scope: Sequence[str] | None, boost: float) -> tuple[Hit, ...]:
+    """``hits`` with those of the ``scope``'s chapters raised by ``boost`` (fused scores lie in [0, 1]),
+    re-sorted; every other hit keeps its score, so the best hits of the whole books still compete."""
+    if not scope or boost <= 0:
+        return tuple(hits)
+    chapters = set(scope)
+    raised = [replace(h, score=h.score + boost) if h.chapter_id in chapters else h for h in hits]
+    return tuple(sorted(raised, key=lambda h: (-h.score, h.book_id, h.start, h.chunk_id)))
 
 
-def _search_once(
-    tools: BookTools,
-    clause: str,
-    plan: tuple[str, str],
-    scope: tuple[str, ...] | None,
-    k: int,
-    notes: list[str],
-) -> tuple[dict[str, tuple[Hit, ...]], list[str]]:
-    """Run the plan's two searches in ``scope``; returns hits by tool and the search lines."""
-    found: dict[str, tuple[Hit, ...]] = {}
-    searched: list[str] = []
-    where = f"{len(scope)} candidate chapter(s)" if scope else "whole book(s)"
-    for tool in plan:
+def _book_hits(
+    tools: BookTools, clause: str, scope: tuple[str, ...] | None, k: int, boost: float
+) -> BookHits:
+    """``clause`` searched as ``folio search`` searches it, over the whole routed books, fused
+    ``search_depth(k)`` deep (the first ``k`` are ``folio search``'s), the scope's chapters boosted."""
+    try:
+        found = tools.search(clause, None, k)
+    except BudgetExceeded as exc:
+        return BookHits(clause, (), (), (), scope, (), (exc.reason,))
+    deep = tools.fusion(found.lexical, found.semantic, search_depth(k))
+    where = f"; {len(scope)} candidate chapter(s) boosted" if scope and boost > 0 else ""
+    searched = tuple(line + where for line in found.searched)
+    return replace(found, hits=_boosted(deep, scope, boost), scope=scope, searched=searched)
+
+
+def _merged(first: BookHits, more: Sequence[BookHits], k: int) -> BookHits:
+    """``first`` and the searches ``more`` as one: its hits, then theirs not already found (by score)."""
+    seen = {(h.book_id, h.chunk_id) for h in first.hits}
+    extra = merge_ranked([[h for h in m.hits if (h.book_id, h.chunk_id) not in seen] for m in more], k)
+    return BookHits(
+        first.question,
+        (*first.hits, *extra),
+        (*first.lexical, *(h for m in more for h in m.lexical)),
+        (*first.semantic, *(h for m in more for h in m.semantic)),
+        first.scope,
+        (*first.searched, *(line for m in more for line in m.searched)),
+        tuple(dict.fromkeys((*first.notes, *(n for m in more for n in m.notes)))),
+    )
+
+
+def _escalated(
+    tools: BookTools, found: BookHits, queries: Sequence[str], k: int
+) -> tuple[BookHits, list[str]]:
+    """The single escalation of insufficient evidence: the router's suggested queries (those other than
+    the clause, at most three) searched once in the whole books, merged with what was found."""
+    extra = [q for q in dict.fromkeys(queries) if fold(q).strip() != fold(found.question).strip()][:3]
+    notes: list[str] = []
+    more: list[BookHits] = []
+    for query in extra:
         try:
-            if tool == "text_search":
-                found[tool] = tools.text_search(clause, scope, k)
-            else:
-                found[tool] = tools.semantic_search(clause, scope, k)
-            searched.append(f"{tool}({clause!r}) in {where}: {len(found[tool])} hit(s)")
-        except SemanticUnavailable:
-            if SEMANTIC_UNAVAILABLE not in notes:
-                notes.append(SEMANTIC_UNAVAILABLE)
+            more.append(tools.search(query, None, k))
         except BudgetExceeded as exc:
             notes.append(exc.reason)
             break
-    return found, searched
+    if more:
+        notes.insert(
+            0, f"Evidence insufficient: also searched the router's suggested queries once ({len(more)})"
+        )
+    return (_merged(found, more, k) if more else found), notes
 
 
-def _evidence(
+def _judged(
     tools: BookTools,
-    clause: str,
+    route: RouteDecision,
     kind: str,
-    scope: tuple[str, ...] | None,
+    found: BookHits,
     k: int,
-    weight: float,
     min_coverage: float,
     min_similarity: float,
 ) -> BookEvidence:
-    """Search the scope, judge the evidence, widen once when it is insufficient."""
-    plan = _plan(kind)
-    notes: list[str] = []
-    found, searched = _search_once(tools, clause, plan, scope, k, notes)
-    lexical, semantic = found.get("text_search", ()), found.get("semantic_search", ())
-    ok = _sufficient(clause, lexical, semantic, min_coverage, min_similarity)
-    widened = False
-    if not ok and scope is not None and tools.budget.left > 0:
-        widened = True
-        notes.append("Evidence insufficient in the candidate chapters: widened to the whole book(s) once")
-        found, more = _search_once(tools, clause, plan, None, k, notes)
-        searched.extend(more)
-        lexical, semantic = found.get("text_search", ()), found.get("semantic_search", ())
-        ok = _sufficient(clause, lexical, semantic, min_coverage, min_similarity)
-        scope = None
+    """The evidence rule on ``found``; insufficient evidence escalates once (``_escalated``)."""
+    clause = route.question
+    notes = list(found.notes)
+    ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
+    escalated = False
+    if not ok and tools.budget.left > 0:
+        more, more_notes = _escalated(tools, found, route.suggested_queries, k)
+        if more is not found:
+            escalated, found = True, more
+            ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
+        notes.extend(more_notes)
     missing: tuple[str, ...] = ()
-    if not ok and (lexical or semantic):
-        missing = _missing_names(clause, [h.text for h in (*lexical[:10], *semantic[:10])])
+    if not ok and (found.lexical or found.semantic):
+        missing = _missing_names(clause, [h.text for h in (*found.lexical[:10], *found.semantic[:10])])
         if missing:
             notes.append(f"Not in the books searched: {', '.join(missing)}")
-    primary, secondary = found.get(plan[0], ()), found.get(plan[1], ())
-    hits = _fused(primary, secondary, weight, k)
-    return BookEvidence(hits, kind, scope, tuple(searched), ok and bool(hits), widened, tuple(notes), missing)
+    hits = tuple(found.hits[:k])
+    return BookEvidence(
+        hits, kind, found.scope, found.searched, ok and bool(hits), escalated, tuple(notes), missing
+    )
+
+
+def _reranked(
+    found: BookHits, order: Callable[[str, list[str]], list[int]], depth: int, what: str
+) -> BookHits:
+    """``found`` with its first ``depth`` hits in the order ``order(question, texts)`` gives (0-based
+    indexes); the incoming order and a note when the stage cannot run."""
+    top = list(found.hits[: max(1, depth)])
+    if len(top) < 2:
+        return found
+    try:
+        ranks = order(found.question, [h.text for h in top])
+    except RerankError as exc:
+        return replace(found, notes=(*found.notes, f"{what} rerank unavailable ({exc}): search order kept"))
+    reordered = tuple(top[i] for i in ranks)
+    return replace(found, hits=(*reordered, *found.hits[len(top) :]))
+
+
+def _cross_encoder_order(model: str | None) -> Callable[[str, list[str]], list[int]]:
+    def order(question: str, texts: list[str]) -> list[int]:
+        scores = cross_encoder_scores(model, question, texts)
+        return sorted(range(len(texts)), key=lambda i: (-scores[i], i))
+
+    return order
 
 
 # --- nodes -------------------------------------------------------------------------------------------
@@ -330,10 +370,25 @@ def _tools(
     session: object,
     search_k: int,
     summarizer: LLMSummarizer | None,
+    fusion: HitFusion,
 ) -> BookTools:
     maps: dict[str, ConceptMap] = {b: m for b, m in concept_maps.items() if m is not None}
     sess = session if isinstance(session, Session) else Session()
-    return BookTools(book_stores, maps, encoder, tool_budget, sess, summarizer=summarizer, k=int(search_k))
+    return BookTools(
+        book_stores, maps, encoder, tool_budget, sess, summarizer=summarizer, k=int(search_k), fusion=fusion
+    )
+
+
+@config.when_not(hybrid_fusion="rrf")
+def hit_fusion__convex(hybrid_lexical_weight: float | int = 0.7) -> HitFusion:
+    """How the book flow and the book tools fuse words and meaning: as ``folio search`` does (convex)."""
+    return HitFusion("convex", float(hybrid_lexical_weight))
+
+
+@config.when(hybrid_fusion="rrf")
+def hit_fusion__rrf(hybrid_lexical_weight: float | int = 0.7, hybrid_rrf_k: int = 60) -> HitFusion:
+    """How the book flow and the book tools fuse words and meaning: as ``folio search`` does (RRF)."""
+    return HitFusion("rrf", float(hybrid_lexical_weight), int(hybrid_rrf_k))
 
 
 @config.when(llm="none")
@@ -343,11 +398,12 @@ def book_tools__none(
     encoder: object,
     tool_budget: ToolBudget,
     session: object,
+    hit_fusion: HitFusion,
     search_k: int = 10,
 ) -> BookTools:
     """The book tools over every library book, counted by the question's budget, cached in the session;
     chapter summaries and synopses are extractive."""
-    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None)
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None, hit_fusion)
 
 
 @config.when(llm="openai")
@@ -358,13 +414,14 @@ def book_tools__openai(
     tool_budget: ToolBudget,
     session: object,
     llm_client: OpenAIChatClient,
+    hit_fusion: HitFusion,
     search_k: int = 10,
 ) -> BookTools:
     """The book tools over every library book, counted by the question's budget, cached in the session;
     chapter summaries and synopses are map-reduce by the question's LLM client, each of its calls spent
     from the same budget (extractive when too few are left)."""
     summarizer = LLMSummarizer(llm_client, budget=tool_budget)
-    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer)
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer, hit_fusion)
 
 
 def book_questions(
@@ -383,24 +440,25 @@ def book_questions(
 
 
 def _whole_book_evidence(
-    tools: BookTools, question: str, k: int, weight: float, min_coverage: float, min_similarity: float
+    tools: BookTools, question: str, k: int, min_coverage: float, min_similarity: float
 ) -> BookEvidence:
-    return _evidence(tools, question, question_kind(question), None, k, weight, min_coverage, min_similarity)
+    found = _book_hits(tools, question, None, k, 0.0)
+    route = RouteDecision("BOOK", 1.0, (question,), tuple(tools.stores), "", question)
+    return _judged(tools, route, question_kind(question), found, k, min_coverage, min_similarity)
 
 
 @config.when(answer_mode="agent")
 def fallback_evidence__agent(
     search_k: int = 10,
-    primary_search_weight: float | int = 0.65,
     evidence_min_coverage: float | int = 0.8,
     evidence_min_similarity: float | int = 0.44,
 ) -> Callable[[BookTools, str], BookEvidence]:
     """The agent's fallback search ``(tools, question) -> evidence``: the question searched in the whole
-    books and judged by the evidence rule, run on the agent's tools and budget when it cites nothing."""
+    books as ``folio search`` does and judged by the evidence rule, run on the agent's tools and budget
+    when it cites nothing."""
     return partial(
         _whole_book_evidence,
         k=int(search_k),
-        weight=float(primary_search_weight),
         min_coverage=float(evidence_min_coverage),
         min_similarity=float(evidence_min_similarity),
     )
@@ -416,7 +474,7 @@ def question_kinds__pipeline(book_questions: tuple[RouteDecision, ...]) -> tuple
 def book_scopes__pipeline(
     book_questions: tuple[RouteDecision, ...], book_tools: BookTools, scope_max_chapters: int = 8
 ) -> tuple[tuple[str, ...] | None, ...]:
-    """Each book clause's candidate chapters from one concept-map lookup (None = whole books)."""
+    """Each book clause's candidate chapters from one concept-map lookup (None = none to boost)."""
     out: list[tuple[str, ...] | None] = []
     for r in book_questions:
         try:
@@ -428,31 +486,71 @@ def book_scopes__pipeline(
 
 
 @config.when(answer_mode="pipeline")
-def book_evidence__pipeline(
+def book_hits__pipeline(
     book_questions: tuple[RouteDecision, ...],
-    question_kinds: tuple[str, ...],
     book_scopes: tuple[tuple[str, ...] | None, ...],
     book_tools: BookTools,
     search_k: int = 10,
-    primary_search_weight: float | int = 0.65,
+    scope_boost: float | int = 0.1,
+) -> tuple[BookHits, ...]:
+    """Each book clause searched as ``folio search`` searches it (same lists, fusion, depth and
+    tie-breaks) over all its routed books, the scope's candidate chapters raised by ``scope_boost``."""
+    return tuple(
+        _book_hits(book_tools.for_books(r.book_ids), r.question, scope, int(search_k), float(scope_boost))
+        for r, scope in zip(book_questions, book_scopes, strict=True)
+    )
+
+
+@config.when(rerank="none", answer_mode="pipeline")
+def ranked_hits__none(book_hits: tuple[BookHits, ...]) -> tuple[BookHits, ...]:
+    """The hits in the search's order (``rerank: none``)."""
+    return book_hits
+
+
+@config.when(rerank="cross_encoder", answer_mode="pipeline")
+def ranked_hits__cross_encoder(
+    book_hits: tuple[BookHits, ...], rerank_model: str | None = None, rerank_depth: int = 20
+) -> tuple[BookHits, ...]:
+    """Each clause's first ``rerank_depth`` hits ordered by the cross-encoder ``rerank_model``; the
+    search's order, with a note, when it cannot run."""
+    order = _cross_encoder_order(rerank_model)
+    return tuple(_reranked(found, order, int(rerank_depth), "cross-encoder") for found in book_hits)
+
+
+@config.when(rerank="llm", answer_mode="pipeline")
+def ranked_hits__llm(
+    book_hits: tuple[BookHits, ...], llm_client: OpenAIChatClient, rerank_depth: int = 20
+) -> tuple[BookHits, ...]:
+    """Each clause's first ``rerank_depth`` hits ordered by one bounded LLM call (ids only, validated);
+    the search's order, with a note, when the call fails or its reply is invalid."""
+    order = partial(llm_order, llm_client)
+    return tuple(_reranked(found, order, int(rerank_depth), "LLM") for found in book_hits)
+
+
+@config.when(answer_mode="pipeline")
+def book_evidence__pipeline(
+    book_questions: tuple[RouteDecision, ...],
+    question_kinds: tuple[str, ...],
+    ranked_hits: tuple[BookHits, ...],
+    book_tools: BookTools,
+    search_k: int = 10,
     evidence_min_coverage: float | int = 0.8,
     evidence_min_similarity: float | int = 0.44,
 ) -> tuple[BookEvidence, ...]:
-    """Each book clause's evidence: the clause itself searched in scope, widened once when insufficient (an
-    LLM router's suggested queries are not searched: the evidence rule judges what the user asked); a
-    clause pointing back with a pronoun to names the clause before it missed is insufficient too."""
+    """Each book clause's evidence: its ranked hits judged by the evidence rule; insufficient evidence
+    escalates once (the router's suggested queries searched in the whole books); a clause pointing back
+    with a pronoun to names the clause before it missed is insufficient too."""
     evidence = tuple(
-        _evidence(
+        _judged(
             book_tools.for_books(r.book_ids),
-            r.question,
+            r,
             kind,
-            scope,
+            found,
             int(search_k),
-            float(primary_search_weight),
             float(evidence_min_coverage),
             float(evidence_min_similarity),
         )
-        for r, kind, scope in zip(book_questions, question_kinds, book_scopes, strict=True)
+        for r, kind, found in zip(book_questions, question_kinds, ranked_hits, strict=True)
     )
     return _names_carried([r.question for r in book_questions], evidence)
 

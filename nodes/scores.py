@@ -2,9 +2,14 @@
 
 ``rank_candidates``: the Kiwix scoring table — every candidate, from every path, gets the same additive
 score (the ``scored_candidates`` node of ``nodes/scoring.py``, and the Kiwix book selection in
-``nodes/kiwix.py``, which ranks each book's first results by it). ``fuse_convex``: the convex blend of
-max-normalised lexical and semantic scores (the hybrid search of ``nodes/retrieval.py`` and the book
-flow of ``nodes/book_tools.py``).
+``nodes/kiwix.py``, which ranks each book's first results by it).
+
+The one retrieval path (issue 27): ``search_depth``, ``ranked_lexical``/``ranked_semantic`` (one lookup
+per library, each list ``search_depth(k)`` deep, merged by ``merge_ranked``'s tie-break) and
+``HitFusion`` (``fuse_convex``: the convex blend of max-normalised lexical and semantic scores, or
+``fuse_rrf``) are what every search runs: ``folio search``, HTTP ``/api/search`` and the eval (the search
+DAG, ``nodes/retrieval.py``), the ask book flow (``nodes/book_tools.py``) and the book tools of the agent
+and the MCP server (``nodes/backends/tools.py``).
 
 The Kiwix table. Signals (points; each recorded in the candidate's breakdown when it fires):
 
@@ -34,8 +39,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
+from folio.nodes.backends.book_store import scopes
 from folio.nodes.text import (
     base_words,
     fold,
@@ -197,3 +204,63 @@ def fuse_convex(lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float, 
     return tuple(
         replace(h, score=s, signals=(("lexical", ls), ("semantic", ss))) for s, ls, ss, h in fused[:k]
     )
+
+
+def fuse_rrf(
+    lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float, rrf_k: int, k: int
+) -> tuple[Hit, ...]:
+    """Weighted reciprocal rank fusion (``weight`` on the lexical list, ``1 - weight`` on the semantic)."""
+    scores: dict[tuple[str, str], float] = {}
+    by_key: dict[tuple[str, str], Hit] = {}
+    for w, hits in ((weight, lexical), (1.0 - weight, semantic)):
+        for rank, h in enumerate(hits):
+            key = (h.book_id, h.chunk_id)
+            scores[key] = scores.get(key, 0.0) + w / (rrf_k + rank + 1)
+            by_key.setdefault(key, h)
+    order = sorted(scores, key=lambda key: (-scores[key], by_key[key].book_id, by_key[key].start))
+    return tuple(replace(by_key[key], score=scores[key]) for key in order[:k])
+
+
+def search_depth(k: int) -> int:
+    """How deep each list (lexical, semantic) is retrieved before fusion or cutting to ``k``."""
+    return max(3 * int(k), 30)
+
+
+def merge_ranked(per_book: Sequence[Sequence[Hit]], k: int) -> tuple[Hit, ...]:
+    """The best ``k`` of several ranked lists: score, then book, offset and chunk id (the one tie-break)."""
+    hits = [h for hs in per_book for h in hs]
+    hits.sort(key=lambda h: (-h.score, h.book_id, h.start, h.chunk_id))
+    return tuple(hits[:k])
+
+
+def ranked_lexical(
+    stores: Sequence[Any], query: str, k: int, chapter_ids: Sequence[str] | None
+) -> tuple[Hit, ...]:
+    """bm25-ranked chunks of ``stores`` (in ``chapter_ids``), ``search_depth(k)`` deep, one lookup per
+    library."""
+    depth = search_depth(k)
+    return merge_ranked([i.lexical(query, depth, ids, chapter_ids) for i, ids in scopes(stores)], depth)
+
+
+def ranked_semantic(
+    stores: Sequence[Any], vector: Any, k: int, chapter_ids: Sequence[str] | None
+) -> tuple[Hit, ...]:
+    """Cosine-ranked chunks of ``stores`` (in ``chapter_ids``), ``search_depth(k)`` deep, one lookup per
+    library."""
+    depth = search_depth(k)
+    return merge_ranked([i.semantic(vector, depth, ids, chapter_ids) for i, ids in scopes(stores)], depth)
+
+
+@dataclass(frozen=True)
+class HitFusion:
+    """How a lexical and a semantic list become one: ``convex`` (``fuse_convex``) or ``rrf``
+    (``fuse_rrf``), ``weight`` on the lexical list (``hybrid_lexical_weight``)."""
+
+    name: str = "convex"
+    weight: float = 0.7
+    rrf_k: int = 60
+
+    def __call__(self, lexical: Sequence[Hit], semantic: Sequence[Hit], k: int) -> tuple[Hit, ...]:
+        if self.name == "rrf":
+            return fuse_rrf(lexical, semantic, float(self.weight), int(self.rrf_k), int(k))
+        return fuse_convex(lexical, semantic, float(self.weight), int(k))

@@ -753,6 +753,22 @@ class Citation:
 
 
 @dataclass(frozen=True)
+class BookHits:
+    """What one search of the books found (``folio search``'s ranking): the fused hits, best first, and
+    the lexical and semantic lists they were fused from (each ``search_depth(k)`` deep), the chapters
+    boosted (None: none), one line per search made, and notes (a rerank that fell back, semantic search
+    unavailable)."""
+
+    question: str
+    hits: tuple[Hit, ...]
+    lexical: tuple[Hit, ...]
+    semantic: tuple[Hit, ...]
+    scope: tuple[str, ...] | None = None
+    searched: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class BookEvidence:
     """What the book flow retrieved: hits best first, where it looked and whether it is enough."""
 
