@@ -382,6 +382,28 @@ def _extractive_result(
     return _book_result(route, text, citations, catalog, all_notes)
 
 
+def _refusal(results: Sequence[SourceResult]) -> str:
+    """The answer when no source answered: the books' "could not find" (or, without a book search, no
+    source's), then every search made: the books' searches (which books, for what) and each other
+    source's (which archives or engine, for what, and what it said)."""
+    lines: list[str] = []
+    books = False
+    for r in results:
+        if r.source == "book" and r.text.startswith(NOT_FOUND):
+            books = True
+            lines.extend(line for line in r.text.splitlines()[2:] if line.startswith("- "))
+        elif r.error:
+            lines.append(
+                f"- {r.source} for {r.clause!r}: failed ({r.error})" if r.clause else f"- {r.source}: failed"
+            )
+        elif r.source != "book":
+            said = " ".join(r.text.split()[:12]) or "nothing"
+            where = f"{r.source} ({r.label})" if r.label and r.label != r.source else r.source
+            lines.append(f"- {where} for {r.clause!r}: {said}")
+    lines = list(dict.fromkeys(lines)) or ["- nothing (no source could run)"]
+    return "\n".join([NOT_FOUND if books else NO_RESULTS, "Searched:", *lines])
+
+
 def _route_name(routes: Sequence[RouteDecision]) -> str:
     names = {r.route for r in routes}
     return names.pop() if len(names) == 1 else "MIXED"
@@ -502,10 +524,7 @@ def answer(
 ) -> Answer:
     """The answer: fused text, citations in order, route, sources used, tool calls and notes."""
     kept = fused_context.results
-    text = fused_context.text
-    if not kept:
-        not_found = [r.text for r in source_results if r.source == "book" and r.text.startswith(NOT_FOUND)]
-        text = not_found[0] if not_found else NO_RESULTS
+    text = fused_context.text if kept else _refusal(source_results)
     notes: list[str] = []
     for r in routes:
         if r.reason.startswith(("AMBIGUOUS", "LLM router failed")):

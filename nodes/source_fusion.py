@@ -257,7 +257,8 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     notes = tuple(f"kiwix: {book}: {reason}" for book, reason in result.errors)
     if not sections:
         text = result.context.text or "no results found"
-        return (SourceResult("kiwix", "kiwix", text, (), None, result.query, notes),)
+        label = ", ".join(result.searched_books) or "kiwix"  # the archives searched, for the refusal
+        return (SourceResult("kiwix", label, text, (), None, result.query, notes),)
     out = []
     for s in sections:
         citation = Citation("kiwix", zim=s.source, path=s.path, title=s.title, url=s.url, section=s.section)

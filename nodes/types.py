@@ -863,4 +863,5 @@ class BookOutcome:
 SEMANTIC_UNAVAILABLE = "Semantic search unavailable"
 
 
-NO_RESULTS = "No results returned from any source in fusion query."
+# What an answer says when no source answered (followed by what was searched, ``nodes.answering``).
+NO_RESULTS = "I could not find support for this in the sources searched."

@@ -439,7 +439,8 @@ class BookTools:
             semantic = self._semantic(query, scope, k)
         except SemanticUnavailable:
             semantic, notes = (), ("Semantic search unavailable",)
-        where = f"{len(scope)} chapter(s)" if scope else "the whole book(s)"
+        titles = " + ".join(sorted(str(s.descriptor.get("title") or b) for b, s in self.stores.items()))
+        where = f"{len(scope)} chapter(s) of {titles}" if scope else f"the whole of {titles}"
         hits = self.fusion(lexical, semantic, k)
         self._remember(hits)
         searched = (f"search({query!r}) in {where}: {len(hits)} hit(s)",)
