@@ -78,17 +78,12 @@ from folio.nodes.backends.tools import (
     Session,
     ToolBudget,
 )
-from folio.nodes.scores import HitFusion, merge_ranked, search_depth
+from folio.nodes.scores import HitFusion, merge_ranked, missing_names, names_in, search_depth
 from folio.nodes.text import (
-    base_word,
-    content_words,
     coverage,
     fold,
-    named_phrases,
     question_kind,
-    stem,
     stems,
-    tokens,
 )
 from folio.nodes.types import (
     BookEvidence,
@@ -131,84 +126,10 @@ def _scope(lookup: Sequence[tuple[str, Any]], max_chapters: int) -> tuple[str, .
 _BACK_PRONOUN = re.compile(r"\b(?:he|him|his|she|her|hers|it|its|they|them|their|theirs)\b", re.IGNORECASE)
 
 
-def _names(question: str) -> tuple[tuple[str, ...], ...]:
-    """The question's names (``named_phrases``) as their words; a lone capitalised first word is the
-    sentence's capital, not a name ("Describe the wolf")."""
-    found = tokens(question)
-    first = fold(found[0]) if found else ""
-    return tuple(
-        tuple(tokens(phrase)) for phrase in named_phrases(question) if " " in phrase or fold(phrase) != first
-    )
-
-
-def _near(word: str, known: set[str], names: set[str]) -> bool:
-    """``word`` is in ``known``, or (5+ letters) one slip away from a word of ``names`` (a letter added,
-    dropped, changed or two swapped: "Jemina" for "Jemima", "Issac" for "Isaac"); slips are forgiven
-    against names only, so "Bennet" is not held by "bonnet" nor "Harry" by "carry"."""
-    if word in known:
-        return True
-    if len(word) < 5:
-        return False
-    return any(abs(len(k) - len(word)) <= 1 and _one_edit(word, k) for k in names)
-
-
-def _one_edit(a: str, b: str) -> bool:
-    """Whether ``a`` and ``b`` differ by at most one insertion, deletion, substitution or transposition."""
-    if len(a) > len(b):
-        a, b = b, a
-    i = 0
-    while i < len(a) and a[i] == b[i]:
-        i += 1
-    if len(a) == len(b):
-        return a[i + 1 :] == b[i + 1 :] or (a[i : i + 2] == b[i : i + 2][::-1] and a[i + 2 :] == b[i + 2 :])
-    return a[i:] == b[i + 1 :]
-
-
-def _missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
-    """The question's names that the evidence ``texts`` do not hold. A name is held when one text holds
-    each of its content words (light stems, any case; one slip after the first two letters forgiven
-    against a name there; "Long John Silver" is not held by "long" in one chunk, "John" in another and
-    "silver" in a third)
-    and its last word there capitalised, as a name, or the whole name there as consecutive words
-    ("Captain Hook" is not held by a text about a captain and his hooks; "Red-Headed League" is held by
-    "the Redheaded League", "Puddle-Ducks" by "Puddle-ducks")."""
-    names = _names(question)
-    if not names:
-        return ()
-    wanted = [stem(w) for name in names for w in content_words(" ".join(name))]
-    prefixes = {w[:2] for w in wanted}
-    held_by = [_name_words(text, prefixes) for text in texts]
-    return tuple(
-        " ".join(name)
-        for name in names
-        if not any(_holds(text, name, *found) for text, found in zip(texts, held_by, strict=True))
-    )
-
-
-def _holds(text: str, name: tuple[str, ...], words: set[str], capitalised: set[str]) -> bool:
-    """Whether ``text`` (its ``_name_words``) holds ``name`` (see ``_missing_names``)."""
-    head = name[-1]
-    as_name = not head.isalpha() or _near(stem(fold(head)), capitalised, capitalised)
-    if not as_name:
-        phrase = re.compile(r"\b" + r"\W+".join(re.escape(t) for t in name) + r"\b", re.IGNORECASE)
-        if not phrase.search(text):
-            return False
-    return all(_near(stem(w), words, capitalised) for w in content_words(" ".join(name)))
-
-
-def _name_words(text: str, prefixes: set[str]) -> tuple[set[str], set[str]]:
-    """The words of ``text`` that may hold a name's words (those opening with one of ``prefixes``), as
-    light stems of their base forms: all of them, and the capitalised ones."""
-    seen = {tok for tok in tokens(text) if tok[:2].lower() in prefixes}
-    words = {stem(base_word(fold(tok))) for tok in seen}
-    capitalised = {stem(base_word(fold(tok))) for tok in seen if tok[0].isupper()}
-    return words, capitalised
-
-
 def _refers_back(clause: str) -> str | None:
     """The pronoun by which a clause with no name of its own points back ("where is his castle"), or
     None."""
-    if _names(clause):
+    if names_in(clause):
         return None
     found = _BACK_PRONOUN.search(clause)
     return found.group() if found else None
@@ -234,7 +155,7 @@ def _sufficient(
 ) -> bool:
     """The evidence rule of the module docstring."""
     top = [*lexical[:10], *semantic[:10]]
-    if not top or _missing_names(question, [h.text for h in top]):
+    if not top or missing_names(question, [h.text for h in top]):
         return False
     terms = stems(question)
     best_coverage = max((coverage(terms, h.text) for h in lexical[:10]), default=0.0)
@@ -326,7 +247,7 @@ def _judged(
         notes.extend(more_notes)
     missing: tuple[str, ...] = ()
     if not ok and (found.lexical or found.semantic):
-        missing = _missing_names(clause, [h.text for h in (*found.lexical[:10], *found.semantic[:10])])
+        missing = missing_names(clause, [h.text for h in (*found.lexical[:10], *found.semantic[:10])])
         if missing:
             notes.append(f"Not in the books searched: {', '.join(missing)}")
     hits = tuple(found.hits[:k])

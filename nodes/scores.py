@@ -44,12 +44,16 @@ from typing import Any
 
 from folio.nodes.backends.book_store import scopes
 from folio.nodes.text import (
+    base_word,
     base_words,
+    content_words,
     fold,
     is_definitional,
     named_phrases,
     plural_stem,
+    stem,
     strip_html,
+    tokens,
 )
 from folio.nodes.types import Candidate, Hit, ScoredCandidate
 
@@ -264,3 +268,83 @@ class HitFusion:
         if self.name == "rrf":
             return fuse_rrf(lexical, semantic, float(self.weight), int(self.rrf_k), int(k))
         return fuse_convex(lexical, semantic, float(self.weight), int(k))
+
+
+# --- names held by a text: the evidence rule's names (book flow) and a Kiwix citation's subject ---
+
+
+def name_phrases(question: str) -> tuple[str, ...]:
+    """The question's names as written (``named_phrases``); a lone capitalised first word is the
+    sentence's capital, not a name ("Describe the wolf")."""
+    found = tokens(question)
+    first = fold(found[0]) if found else ""
+    return tuple(phrase for phrase in named_phrases(question) if " " in phrase or fold(phrase) != first)
+
+
+def names_in(question: str) -> tuple[tuple[str, ...], ...]:
+    """The question's names (``name_phrases``) as their words."""
+    return tuple(tuple(tokens(phrase)) for phrase in name_phrases(question))
+
+
+def _near(word: str, known: set[str], names: set[str]) -> bool:
+    """``word`` is in ``known``, or (5+ letters) one slip away from a word of ``names`` (a letter added,
+    dropped, changed or two swapped: "Jemina" for "Jemima", "Issac" for "Isaac"); slips are forgiven
+    against names only, so "Bennet" is not held by "bonnet" nor "Harry" by "carry"."""
+    if word in known:
+        return True
+    if len(word) < 5:
+        return False
+    return any(abs(len(k) - len(word)) <= 1 and one_edit(word, k) for k in names)
+
+
+def one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by at most one insertion, deletion, substitution or transposition."""
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if len(a) == len(b):
+        return a[i + 1 :] == b[i + 1 :] or (a[i : i + 2] == b[i : i + 2][::-1] and a[i + 2 :] == b[i + 2 :])
+    return a[i:] == b[i + 1 :]
+
+
+def missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
+    """The question's names that the evidence ``texts`` do not hold. A name is held when one text holds
+    each of its content words (light stems, any case; one slip after the first two letters forgiven
+    against a name there; "Long John Silver" is not held by "long" in one chunk, "John" in another and
+    "silver" in a third)
+    and its last word there capitalised, as a name, or the whole name there as consecutive words
+    ("Captain Hook" is not held by a text about a captain and his hooks; "Red-Headed League" is held by
+    "the Redheaded League", "Puddle-Ducks" by "Puddle-ducks")."""
+    names = names_in(question)
+    if not names:
+        return ()
+    wanted = [stem(w) for name in names for w in content_words(" ".join(name))]
+    prefixes = {w[:2] for w in wanted}
+    held_by = [_name_words(text, prefixes) for text in texts]
+    return tuple(
+        " ".join(name)
+        for name in names
+        if not any(_holds(text, name, *found) for text, found in zip(texts, held_by, strict=True))
+    )
+
+
+def _holds(text: str, name: tuple[str, ...], words: set[str], capitalised: set[str]) -> bool:
+    """Whether ``text`` (its ``_name_words``) holds ``name`` (see ``missing_names``)."""
+    head = name[-1]
+    as_name = not head.isalpha() or _near(stem(fold(head)), capitalised, capitalised)
+    if not as_name:
+        phrase = re.compile(r"\b" + r"\W+".join(re.escape(t) for t in name) + r"\b", re.IGNORECASE)
+        if not phrase.search(text):
+            return False
+    return all(_near(stem(w), words, capitalised) for w in content_words(" ".join(name)))
+
+
+def _name_words(text: str, prefixes: set[str]) -> tuple[set[str], set[str]]:
+    """The words of ``text`` that may hold a name's words (those opening with one of ``prefixes``), as
+    light stems of their base forms: all of them, and the capitalised ones."""
+    seen = {tok for tok in tokens(text) if tok[:2].lower() in prefixes}
+    words = {stem(base_word(fold(tok))) for tok in seen}
+    capitalised = {stem(base_word(fold(tok))) for tok in seen if tok[0].isupper()}
+    return words, capitalised

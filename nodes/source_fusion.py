@@ -45,6 +45,10 @@ Several results of one source for one clause stay separate sections: the Kiwix s
 per book that answers (its passage, labelled "TITLE › SECTION", cited with the article's URL and
 section), so a multi-book Kiwix answer has one level of headers and each book is cut on its own.
 
+Subject (issue 27): a Kiwix passage is cited only when its article (title and passage) holds one of the
+question's names ("Why did the Red-Headed League dissolve?" never cites the Termites article); an
+article that does not is a note, and a Kiwix result left with none says which archives were searched.
+
 Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is then false and
 ``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
 ``fusion_timeout_seconds``, ``fusion_max_chars_per_source``, ``ask_deadline_seconds``, ``searxng_url``,
@@ -64,6 +68,7 @@ from hamilton.function_modifiers import config, hamilton_exclude
 from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.backends.searxng import SearxngSource
 from folio.nodes.backends.tools import PendingJobs, shared_pool
+from folio.nodes.scores import missing_names, name_phrases, names_in
 from folio.nodes.text import sentences as _sentence_spans
 from folio.nodes.text import stems, truncate
 from folio.nodes.types import (
@@ -251,12 +256,22 @@ def _fuse_results(
 
 def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     """A Kiwix result as fusion sources: one per book that answers (its passage, labelled "TITLE ›
-    SECTION", cited with the article's URL and section); one empty result when no book answers. The
+    SECTION", cited with the article's URL and section) and whose article holds the question's subject
+    (``_holds_subject``); one empty result, labelled with the archives searched, when none does. The
     books that could not be opened or searched (a damaged ZIM) are notes on each."""
-    sections = result.context.sections
     notes = tuple(f"kiwix: {book}: {reason}" for book, reason in result.errors)
+    sections = [s for s in result.context.sections if _holds_subject(result.query, s.title, s.text)]
+    notes += tuple(
+        f"kiwix: {s.title!r} does not hold the question's subject ({_subject(result.query)}): not cited"
+        for s in result.context.sections
+        if s not in sections
+    )
     if not sections:
-        text = result.context.text or "no results found"
+        text = "no results found"
+        if result.context.sections:
+            text = f"no article found holds {_subject(result.query)}"
+        elif result.context.text:
+            text = result.context.text
         label = ", ".join(result.searched_books) or "kiwix"  # the archives searched, for the refusal
         return (SourceResult("kiwix", label, text, (), None, result.query, notes),)
     out = []
@@ -265,6 +280,18 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
         label = f"{s.title} › {s.section}" if s.section else s.title
         out.append(SourceResult("kiwix", label or "kiwix", s.text, (citation,), None, result.query, notes))
     return tuple(out)
+
+
+def _subject(query: str) -> str:
+    return ", ".join(name_phrases(query))
+
+
+def _holds_subject(query: str, title: str, passage: str) -> bool:
+    """Whether an article (its title and cited passage) holds the question's subject: at least one of the
+    query's names (``scores.missing_names``: "Termites" does not hold "Red-Headed League"); a query
+    without names has no subject to check."""
+    names = names_in(query)
+    return not names or len(missing_names(query, [f"{title}\n{passage}"])) < len(names)
 
 
 # --- nodes ---------------------------------------------------------------------------------------------

@@ -111,9 +111,7 @@ def test_compound_question_goes_to_book_and_kiwix(fairytale_library: Path) -> No
 def test_nothing_found_anywhere_says_what_was_searched_where(fairytale_library: Path) -> None:
     empty = {
         "kiwix_ready": True,
-        "kiwix_results": (
-            SourceResult("kiwix", "wikipedia_en_100_mini", "No results found", clause="neon"),
-        ),
+        "kiwix_results": (SourceResult("kiwix", "wikipedia_en_100_mini", "No results found", clause="neon"),),
     }
     answer = ask(
         "What is the atomic number of neon?",

@@ -15,15 +15,13 @@ from folio.nodes.book_tools import (
     _book_hits,
     _boosted,
     _judged,
-    _missing_names,
-    _names,
     _names_carried,
-    _one_edit,
     _refers_back,
     _scope,
     _sufficient,
     _whole_book_evidence,
 )
+from folio.nodes.scores import missing_names, names_in, one_edit
 from folio.nodes.text import question_kind
 from folio.nodes.types import (
     NOT_FOUND,
@@ -234,9 +232,9 @@ def test_missing_encoder_is_lexical_only(potter) -> None:
 
 
 def test_names_are_capitalised_runs_without_the_sentence_capital() -> None:
-    assert _names("How did Captain Hook lose his hand?") == (("Captain", "Hook"),)
-    assert _names("Describe the wolf") == ()
-    assert _names("What did Peter Rabbit's mother give him?") == (("Peter", "Rabbit"),)
+    assert names_in("How did Captain Hook lose his hand?") == (("Captain", "Hook"),)
+    assert names_in("Describe the wolf") == ()
+    assert names_in("What did Peter Rabbit's mother give him?") == (("Peter", "Rabbit"),)
 
 
 @pytest.mark.parametrize(
@@ -250,8 +248,8 @@ def test_names_are_capitalised_runs_without_the_sentence_capital() -> None:
         ("dracula", "drac", False),
     ],
 )
-def test_one_edit(a: str, b: str, near: bool) -> None:
-    assert _one_edit(a, b) is near
+def testone_edit(a: str, b: str, near: bool) -> None:
+    assert one_edit(a, b) is near
 
 
 CAPTAIN = "The captain hung his hat on one of the iron hooks by the door, and the Captain sat down."
@@ -278,8 +276,8 @@ CAPTAIN = "The captain hung his hat on one of the iron hooks by the door, and th
         ("What did Long John Silver say?", ["Silver spoke.", "Long John Silver spoke."], ()),
     ],
 )
-def test_missing_names(question: str, texts: list[str], missing: tuple[str, ...]) -> None:
-    assert _missing_names(question, texts) == missing
+def testmissing_names(question: str, texts: list[str], missing: tuple[str, ...]) -> None:
+    assert missing_names(question, texts) == missing
 
 
 def _hit(text: str, score: float) -> Hit:
