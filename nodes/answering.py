@@ -181,8 +181,11 @@ def _in_chunks(
     return tuple(replace(p, quotes=tuple(held(q) for q in p.quotes)) for p in passages)
 
 
-def _not_found(searched: Sequence[str]) -> str:
-    lines = [NOT_FOUND, "Searched:"]
+WHY_PREFIXES = ("Not in the books searched", "Found ")  # evidence notes a refusal says (what was (not) found)
+
+
+def _not_found(searched: Sequence[str], why: Sequence[str] = ()) -> str:
+    lines = [NOT_FOUND, *why, "Searched:"]
     lines.extend(f"- {s}" for s in searched) if searched else lines.append("- nothing (no search could run)")
     return "\n".join(lines)
 
@@ -377,9 +380,16 @@ def _extractive_result(
 ) -> SourceResult:
     all_notes = (*evidence.notes, *notes)
     if not evidence.sufficient:
-        return _book_result(route, _not_found(evidence.searched), (), catalog, all_notes)
+        why = [n for n in evidence.notes if n.startswith(WHY_PREFIXES)]
+        return _book_result(route, _not_found(evidence.searched, why), (), catalog, all_notes)
     text, citations = _extractive(passages, max_words)
-    return _book_result(route, text, citations, catalog, all_notes)
+    return _book_result(route, _named(evidence, text), citations, catalog, all_notes)
+
+
+def _named(evidence: BookEvidence, text: str) -> str:
+    """The answer, first saying which name the book uses for a name of the question it spells otherwise."""
+    said = [f'The book calls {name} "{own}".' for name, own in evidence.aliases]
+    return "\n".join([*said, text]) if said else text
 
 
 def _refusal(results: Sequence[SourceResult]) -> str:
@@ -387,11 +397,15 @@ def _refusal(results: Sequence[SourceResult]) -> str:
     source's), then every search made: the books' searches (which books, for what) and each other
     source's (which archives or engine, for what, and what it said)."""
     lines: list[str] = []
+    why: list[str] = []
     books = False
     for r in results:
         if r.source == "book" and r.text.startswith(NOT_FOUND):
             books = True
-            lines.extend(line for line in r.text.splitlines()[2:] if line.startswith("- "))
+            body = r.text.splitlines()[1:]
+            cut = body.index("Searched:") if "Searched:" in body else 0
+            why.extend(body[:cut])
+            lines.extend(line for line in body[cut:] if line.startswith("- "))
         elif r.error:
             lines.append(
                 f"- {r.source} for {r.clause!r}: failed ({r.error})" if r.clause else f"- {r.source}: failed"
@@ -401,7 +415,8 @@ def _refusal(results: Sequence[SourceResult]) -> str:
             where = f"{r.source} ({r.label})" if r.label and r.label != r.source else r.source
             lines.append(f"- {where} for {r.clause!r}: {said}")
     lines = list(dict.fromkeys(lines)) or ["- nothing (no source could run)"]
-    return "\n".join([NOT_FOUND if books else NO_RESULTS, "Searched:", *lines])
+    head = NOT_FOUND if books else NO_RESULTS
+    return "\n".join([head, *dict.fromkeys(why), "Searched:", *lines])
 
 
 def _route_name(routes: Sequence[RouteDecision]) -> str:
@@ -474,7 +489,9 @@ def book_results__llm(
         if cited is None:
             out.append(_extractive_result(r, ev, passages, book_catalog, max_words, (*summary_notes, note)))
         else:
-            out.append(_book_result(r, cited[0], cited[1], book_catalog, (*ev.notes, *summary_notes)))
+            out.append(
+                _book_result(r, _named(ev, cited[0]), cited[1], book_catalog, (*ev.notes, *summary_notes))
+            )
     return tuple(out)
 
 
@@ -529,7 +546,12 @@ def answer(
     for r in routes:
         if r.reason.startswith(("AMBIGUOUS", "LLM router failed")):
             notes.append(f"router: {r.reason}")
-    if any(r.route == "NOT_BOOK" for r in routes) and any(r.source == "book" for r in source_results):
+    asked_elsewhere = any(r.source != "book" for r in source_results)
+    if (
+        any(r.route == "NOT_BOOK" for r in routes)
+        and any(r.source == "book" for r in source_results)
+        and not asked_elsewhere
+    ):
         notes.append(
             "no other source is configured or reachable for a question outside the books: searched the books"
         )

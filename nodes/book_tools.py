@@ -1,62 +1,46 @@
-"""Book flow (``answer_mode: pipeline``): scope → retrieval plan → evidence (one escalation at most).
+"""Book flow (``answer_mode: pipeline``): book_hits → ranked_hits → book_evidence (one escalation).
 
-1. Scope: one ``book_concept_map.lookup(clause)`` over the routed books. Only *specific* entity and
-   event matches narrow the search (themes are too broad: measured, they cost Moby-Dick questions):
-   items found in at most ``scope_max_chapters`` chapters (a name all over the book, such
-   as "Ahab", does not). The chapters of the specific matches scoring at least half of the best one
-   (best at least ``SCOPE_MIN_SCORE``), at most ``scope_max_chapters``, are the candidate chapters.
-   No specific match: the whole books.
-2. Retrieval plan (inside ``book_evidence``), by the question-kind rule (no LLM):
-   - *concrete* when the clause has a quotation, a digit or a capitalised name after its first word,
-     or (without a conceptual cue) opens with who / whom / whose / where / when / which / what /
-     name / list / "how many|much|long|old|far";
-   - *conceptual* when it opens with why / how (other than the quantities above) or holds a conceptual
-     cue word (feel, think, theme, meaning, moral, lesson, symbol, represent, significance, purpose,
-     relationship, describe, explain, compare, personality, attitude, learn, happen);
-   - otherwise concrete.
-   Concrete → ``text_search`` first, then ``semantic_search``; conceptual → the reverse. The two lists
-   are fused by a convex combination of min-max-normalised scores, ``primary_search_weight`` (0.65) on
-   the first one.
-3. Evidence is *sufficient* when (a) every name of the clause is held by one of the top ten lexical and
-   top ten semantic chunks: each content word of the name is in that chunk (light stems, any case; one slip —
-   a letter added, dropped, changed or two swapped, in words of 5+ letters — forgiven against a
-   capitalised word there: "Jemina" for "Jemima") and its last word is there capitalised or the whole
-   name is there as consecutive words (names: ``named_phrases``, a lone capitalised first word aside);
-   and (b) a lexical chunk holds at least ``evidence_min_coverage`` (0.8) of the clause's content words
-   (light stems) or a semantic chunk has a similarity of at least ``evidence_min_similarity`` (0.44;
-   MiniLM cosine on 120-token windows). Without semantic hits (semantic search unavailable) (b) is the
-   words alone at ``LEXICAL_ONLY_COVERAGE`` (0.5). Nothing retrieved is insufficient. Insufficient
-   evidence in candidate chapters widens the search to the whole routed books, once (``widened``);
-   whole-book evidence is never widened again; insufficient whole-book evidence is the refusal, with a
-   note naming the names the books do not hold ("Not in the books searched: Moriarty"). A clause with
-   no name of its own that points back with a pronoun to names the clause before it missed is
-   insufficient too ("Who is Count Dracula and where is his castle?": no castle a book describes is
-   his).
-   Calibrated on the odd-numbered questions of ``tests/qa/library_questions.jsonl`` (40 off-library,
-   40 in-library, over the sample library): a question about something no book holds names a thing no
-   book mentions (Dracula, Captain Hook) or reads unlike every passage (similarity under 0.44 for
-   MiniLM), while an in-library question's best passage scores 0.45 and up. The earlier rule (coverage
-   0.5 or similarity 0.5) answered 78% of the off-library questions with filler.
-4. Optional chapter summaries (``answer_summaries: true``) for the chapters of the top two hits, for
-   the LLM answer's prompt (so only with ``llm: openai``). A summary is read from the library's store
-   when an earlier request made it, else made (map-reduce by the question's LLM client, at most 5
-   calls of the budget, extractive when fewer are left or a call fails) and stored
-   (``backends.summaries``, ``backends.summary_store``); a summary's notes (an LLM summary that fell
-   back to the extractive one) are the answer's notes too.
+1. ``book_hits``: each book clause searched as ``folio search`` searches it (``BookTools.search``: the
+   lexical and semantic lists ``search_depth(k)`` deep, fused by the configured ``hybrid_fusion`` and
+   ``hybrid_lexical_weight``, the same tie-breaks: ``nodes/scores.py``) over all its routed books, so an
+   AMBIGUOUS or several-book clause gets the best evidence across them. The scope: one
+   ``book_concept_map.lookup(clause)``; only *specific* entity and event matches (found in at most
+   ``scope_max_chapters`` chapters; themes are too broad) scoring at least half of the best (at least
+   ``SCOPE_MIN_SCORE``) give candidate chapters, whose hits gain ``scope_boost`` (0.1; fused scores lie
+   in [0, 1]). The scope is never searched alone: the best hits of the whole books always compete.
+2. ``ranked_hits`` (``rerank``): ``none`` (the default), ``cross_encoder`` (``rerank_model``, the first
+   ``rerank_depth`` hits) or ``llm`` (one bounded call ordering them by id); a stage that cannot run
+   keeps the search order with a note (``nodes/backends/rerank.py``).
+3. ``book_evidence``: the evidence is *sufficient* when (a) every name of the clause is held by one of
+   the top ten lexical and top ten semantic chunks (``scores.missing_names``: each content word there,
+   light stems, one slip forgiven against a capitalised word, "Redheaded" for "Red-Headed"; the last
+   word capitalised or the whole name as consecutive words) and (b) a lexical chunk holds at least
+   ``evidence_min_coverage`` (0.8) of the clause's content words or a semantic chunk scores at least
+   ``evidence_min_similarity`` (0.44; MiniLM cosine); without semantic hits, (b) is the words alone at
+   ``LEXICAL_ONLY_COVERAGE``. Calibrated on ``tests/qa/library_questions.jsonl``: off-library questions
+   name a thing no book mentions or read unlike every passage. Insufficient evidence escalates once: a
+   missing name that a chapter of the three best passages by meaning is titled another way
+   (``_alias``: "Little Red Riding Hood" is Grimm's "Little Red-Cap"; the answer says so), else the
+   router's suggested queries (an LLM router's) searched in the whole books; then the refusal, naming
+   the names no book holds. A question for someone's thing that no passage names ("What is the name of
+   Sherlock Holmes's sister?") is insufficient, saying what was found and what was not. A clause with
+   no name of its own pointing back with a pronoun to names the clause before it missed is insufficient.
+   A clause routed to other sources too is supported here only through such an alias.
+4. Optional chapter summaries (``answer_summaries: true``, ``llm: openai``) of the top two hits'
+   chapters for the LLM answer's prompt, stored in the library; their notes are the answer's.
 
-Degradation: when semantic search cannot run (no encoder, a broken vector index) the flow is
-lexical-only and notes "Semantic search unavailable". When the tool budget is spent, retrieval stops
-with what it has and notes it.
+Agent mode: the same ``BookTools`` with one widening (``escalating``); ``fallback_evidence`` is its
+whole-book search when it cites nothing. No semantic search is lexical-only (noted); a spent budget
+stops retrieval with what it has (noted).
 
-Config keys: ``search_k``, ``scope_max_chapters``, ``primary_search_weight``, ``evidence_min_coverage``,
-``evidence_min_similarity``, ``answer_summaries``, ``answer_mode`` (scope, kinds, evidence and summaries
-are the pipeline's nodes; the agent uses the same ``BookTools`` itself, and ``fallback_evidence`` is the
-agent's whole-book search when its answer cites nothing).
-Limitations: coverage counts words, not meaning; a scope from a theme match can miss the chapter
-that holds the answer when that chapter also matches the words (no widening then). The evidence rule
-refuses vague or misspelt questions whose best passage scores under 0.44 (about 4% of FairytaleQA's,
-scoped to their book), and answers off-library questions whose names all occur in the books and
-whose words read like a passage ("How did the Titanic sink?" against Moby-Dick).
+Config keys: ``search_k``, ``hybrid_fusion``, ``hybrid_lexical_weight``, ``hybrid_rrf_k``,
+``scope_max_chapters``, ``scope_boost``, ``rerank``, ``rerank_model``, ``rerank_depth``,
+``evidence_min_coverage``, ``evidence_min_similarity``, ``answer_summaries``, ``answer_mode``.
+Limitations: coverage counts words, not meaning; the ask searches the routed books with their own term
+statistics (as ``folio search --book``), which can rank differently from a whole-library search; the
+evidence rule refuses vague questions whose best passage scores under 0.44 and answers off-library
+questions whose names all occur in the books and whose words read like a passage; the relation rule
+reads only "what/who is (the name of) X's Y" questions.
 """
 
 from __future__ import annotations
@@ -97,6 +81,10 @@ from folio.nodes.types import (
 SCOPE_MIN_SCORE = 0.2
 SCOPE_KINDS = ("entity", "event")  # themes are too broad to narrow the search (measured)
 LEXICAL_ONLY_COVERAGE = 0.5  # the evidence rule without semantic search: today's words-only rule
+# A missing name and a chapter title read alike from this cosine (MiniLM): "Little Red Riding Hood" and
+# "Little Red-Cap" 0.66; with half the name's words shared ("Harry Potter" / "Beatrix Potter" 0.68 would
+# pass too, which is why the title must also head a chapter of the three best passages by meaning).
+ALIAS_MIN_SIMILARITY = 0.6
 
 _CONCRETE_OPENERS = frozenset(["who", "whom", "whose", "where", "when", "which", "what", "name", "list"])
 
@@ -162,6 +150,71 @@ def _sufficient(
     if not semantic:  # semantic search could not run: the words alone
         return best_coverage >= LEXICAL_ONLY_COVERAGE
     return best_coverage >= min_coverage or max(h.score for h in semantic[:10]) >= min_similarity
+
+
+_RELATION = re.compile(
+    r"^\s*(?:[Ww]hat|[Ww]ho)\b.*?\b(?:name of|is|was|are|were)\s+(?:the\s+)?"
+    r"((?:[A-Z][\w-]*\s+)*[A-Z][\w-]*)(?:'s|’s|')\s+([a-z]+)(?:\s+([a-z]+))?"
+)
+_ORDINALS = frozenset(["first", "second", "third", "elder", "older", "eldest", "younger", "youngest", "only"])
+
+
+def _relation(clause: str) -> tuple[str, str] | None:
+    """``(subject, thing)`` of a question asking who someone's thing is ("What is the name of Sherlock
+    Holmes's sister?" → ("Sherlock Holmes", "sister")), or None."""
+    found = _RELATION.search(clause)
+    if not found:
+        return None
+    thing = found.group(3) if found.group(2) in _ORDINALS and found.group(3) else found.group(2)
+    return found.group(1), thing
+
+
+def _holds_relation(subject: str, thing: str, texts: Sequence[str]) -> bool:
+    """Whether a text names the subject's thing: "Holmes's sister", "the sister of Holmes", "Holmes ...
+    his sister" (no other name between), an appositive "Hunca Munca, his wife" or "a wife called Goody"
+    in a text naming the subject."""
+    last = re.escape(subject.split()[-1])
+    y = re.escape(thing) + r"s?"
+    own = r"(?:his|her|their)\s+" + y
+    direct = re.compile(
+        rf"\b{last}(?:'s|’s|')\s+(?:\w+\s+){{0,2}}{y}\b|\b{y}\s+of\s+(?:\w+\.?\s+){{0,2}}{last}\b"
+        rf"|\b{last}\b[^A-Z]{{0,80}}\b{own}\b",
+        re.IGNORECASE,
+    )
+    named = re.compile(rf"[A-Z][\w-]*,\s+{own}\b|\b{y}\s+(?:called|named)\s+[A-Z]")
+    return any(direct.search(t) or (named.search(t) and re.search(rf"\b{last}\b", t)) for t in texts)
+
+
+def _unheld_relation(clause: str, texts: Sequence[str]) -> str | None:
+    """The note when the clause asks for someone's thing (``_relation``) that no text names: what was
+    found and what was not."""
+    relation = _relation(clause)
+    if relation is None or _holds_relation(*relation, texts):
+        return None
+    subject, thing = relation
+    return f"Found {subject} in the books, but no passage names {subject}'s {thing}"
+
+
+def _alias(tools: BookTools, names: Sequence[str], semantic: Sequence[Hit]) -> tuple[str, str] | None:
+    """``(name, the book's name)`` for a name the books do not hold that a chapter of the best passages by
+    meaning is titled by another way (at least half of the name's content words shared, and the two
+    read alike: ``ALIAS_MIN_SIMILARITY``): "Little Red Riding Hood" is Grimm's "Little Red-Cap"."""
+    if tools.encoder is None:
+        return None
+    titles = list(dict.fromkeys(h.chapter_title for h in semantic[:3] if h.chapter_title))
+    for name in names:
+        words = stems(name)
+        best: tuple[float, str] | None = None
+        for title in titles:
+            if not words or 2 * len(words & stems(title)) < len(words):
+                continue
+            similarity = float(tools.encoder.encode_query(name) @ tools.encoder.encode_query(title))
+            if similarity >= ALIAS_MIN_SIMILARITY and (best is None or similarity > best[0]):
+                best = (similarity, title)
+        if best is not None:
+            title = best[1].title() if best[1].isupper() else best[1]
+            return name, title
+    return None
 
 
 def _boosted(hits: Sequence[Hit], scope: Sequence[str] | None, boost: float) -> tuple[Hit, ...]:
@@ -233,26 +286,47 @@ def _judged(
     k: int,
     min_coverage: float,
     min_similarity: float,
+    alias_only: bool = False,
 ) -> BookEvidence:
-    """The evidence rule on ``found``; insufficient evidence escalates once (``_escalated``)."""
+    """The evidence rule on ``found``; insufficient evidence escalates once: to the book's own name for a
+    name it spells otherwise (``_alias``), else to the router's suggested queries (``_escalated``). A
+    question for someone's thing no passage names is insufficient too (``_unheld_relation``).
+    ``alias_only``: a clause routed to other sources too is supported only through a book's own name for
+    one of its names (else those sources answer it)."""
     clause = route.question
     notes = list(found.notes)
     ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
-    escalated = False
+    escalated, aliases = False, ()
+    top = [h.text for h in (*found.lexical[:10], *found.semantic[:10])]
     if not ok and tools.budget.left > 0:
-        more, more_notes = _escalated(tools, found, route.suggested_queries, k)
-        if more is not found:
-            escalated, found = True, more
-            ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
-        notes.extend(more_notes)
+        alias = _alias(tools, missing_names(clause, top), found.semantic)
+        if alias is not None:
+            asked = re.sub(re.escape(alias[0]).replace(r"\ ", r"\W+"), alias[1], clause, flags=re.IGNORECASE)
+            more = _book_hits(tools, asked, found.scope, k, 0.0)
+            if _sufficient(asked, more.lexical, more.semantic, min_coverage, min_similarity):
+                escalated, ok, aliases = True, True, (alias,)
+                found = replace(more, searched=(*found.searched, *more.searched))
+                notes.append(f'The book calls {alias[0]} "{alias[1]}"')
+        else:
+            more, more_notes = _escalated(tools, found, route.suggested_queries, k)
+            if more is not found:
+                escalated, found = True, more
+                ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
+            notes.extend(more_notes)
     missing: tuple[str, ...] = ()
     if not ok and (found.lexical or found.semantic):
         missing = missing_names(clause, [h.text for h in (*found.lexical[:10], *found.semantic[:10])])
         if missing:
             notes.append(f"Not in the books searched: {', '.join(missing)}")
+    if alias_only and not aliases:
+        ok = False
+    unheld = _unheld_relation(clause, [h.text for h in found.hits[:k]]) if ok else None
+    if unheld is not None:
+        ok = False
+        notes.append(unheld)
     hits = tuple(found.hits[:k])
     return BookEvidence(
-        hits, kind, found.scope, found.searched, ok and bool(hits), escalated, tuple(notes), missing
+        hits, kind, found.scope, found.searched, ok and bool(hits), escalated, tuple(notes), missing, aliases
     )
 
 
@@ -300,34 +374,43 @@ def _tools(
     )
 
 
-@config.when_not(hybrid_fusion="rrf")
-def hit_fusion__convex(hybrid_lexical_weight: float | int = 0.7) -> HitFusion:
-    """How the book flow and the book tools fuse words and meaning: as ``folio search`` does (convex)."""
-    return HitFusion("convex", float(hybrid_lexical_weight))
+def _fusion(weight: float | int, rrf_k: int, name: str) -> HitFusion:
+    return HitFusion(name, float(weight), int(rrf_k))
 
 
-@config.when(hybrid_fusion="rrf")
-def hit_fusion__rrf(hybrid_lexical_weight: float | int = 0.7, hybrid_rrf_k: int = 60) -> HitFusion:
-    """How the book flow and the book tools fuse words and meaning: as ``folio search`` does (RRF)."""
-    return HitFusion("rrf", float(hybrid_lexical_weight), int(hybrid_rrf_k))
-
-
-@config.when(llm="none")
+@config.when(llm="none", hybrid_fusion="convex")
 def book_tools__none(
     book_stores: dict,
     concept_maps: dict,
     encoder: object,
     tool_budget: ToolBudget,
     session: object,
-    hit_fusion: HitFusion,
     search_k: int = 10,
+    hybrid_lexical_weight: float | int = 0.7,
 ) -> BookTools:
-    """The book tools over every library book, counted by the question's budget, cached in the session;
-    chapter summaries and synopses are extractive."""
-    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None, hit_fusion)
+    """The book tools over every library book, counted by the question's budget, cached in the session,
+    searching as ``folio search`` does (convex fusion); chapter summaries and synopses are extractive."""
+    fusion = _fusion(hybrid_lexical_weight, 60, "convex")
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None, fusion)
 
 
-@config.when(llm="openai")
+@config.when(llm="none", hybrid_fusion="rrf")
+def book_tools__none_rrf(
+    book_stores: dict,
+    concept_maps: dict,
+    encoder: object,
+    tool_budget: ToolBudget,
+    session: object,
+    search_k: int = 10,
+    hybrid_lexical_weight: float | int = 0.7,
+    hybrid_rrf_k: int = 60,
+) -> BookTools:
+    """``book_tools__none`` searching as ``folio search`` does with ``hybrid_fusion: rrf``."""
+    fusion = _fusion(hybrid_lexical_weight, hybrid_rrf_k, "rrf")
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None, fusion)
+
+
+@config.when(llm="openai", hybrid_fusion="convex")
 def book_tools__openai(
     book_stores: dict,
     concept_maps: dict,
@@ -335,14 +418,34 @@ def book_tools__openai(
     tool_budget: ToolBudget,
     session: object,
     llm_client: OpenAIChatClient,
-    hit_fusion: HitFusion,
     search_k: int = 10,
+    hybrid_lexical_weight: float | int = 0.7,
 ) -> BookTools:
-    """The book tools over every library book, counted by the question's budget, cached in the session;
-    chapter summaries and synopses are map-reduce by the question's LLM client, each of its calls spent
-    from the same budget (extractive when too few are left)."""
+    """The book tools over every library book, counted by the question's budget, cached in the session,
+    searching as ``folio search`` does (convex fusion); chapter summaries and synopses are map-reduce by
+    the question's LLM client, each of its calls spent from the same budget (extractive when too few are
+    left)."""
     summarizer = LLMSummarizer(llm_client, budget=tool_budget)
-    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer, hit_fusion)
+    fusion = _fusion(hybrid_lexical_weight, 60, "convex")
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer, fusion)
+
+
+@config.when(llm="openai", hybrid_fusion="rrf")
+def book_tools__openai_rrf(
+    book_stores: dict,
+    concept_maps: dict,
+    encoder: object,
+    tool_budget: ToolBudget,
+    session: object,
+    llm_client: OpenAIChatClient,
+    search_k: int = 10,
+    hybrid_lexical_weight: float | int = 0.7,
+    hybrid_rrf_k: int = 60,
+) -> BookTools:
+    """``book_tools__openai`` searching as ``folio search`` does with ``hybrid_fusion: rrf``."""
+    summarizer = LLMSummarizer(llm_client, budget=tool_budget)
+    fusion = _fusion(hybrid_lexical_weight, hybrid_rrf_k, "rrf")
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer, fusion)
 
 
 def book_questions(
@@ -385,41 +488,32 @@ def fallback_evidence__agent(
     )
 
 
-@config.when(answer_mode="pipeline")
-def question_kinds__pipeline(book_questions: tuple[RouteDecision, ...]) -> tuple[str, ...]:
-    """Each book clause's kind: "concrete" or "conceptual"."""
-    return tuple(question_kind(r.question) for r in book_questions)
-
-
-@config.when(answer_mode="pipeline")
-def book_scopes__pipeline(
-    book_questions: tuple[RouteDecision, ...], book_tools: BookTools, scope_max_chapters: int = 8
-) -> tuple[tuple[str, ...] | None, ...]:
-    """Each book clause's candidate chapters from one concept-map lookup (None = none to boost)."""
-    out: list[tuple[str, ...] | None] = []
-    for r in book_questions:
-        try:
-            lookup = book_tools.for_books(r.book_ids).concept_map_lookup(r.question)
-        except BudgetExceeded:
-            lookup = ()
-        out.append(_scope(lookup, int(scope_max_chapters)))
-    return tuple(out)
+def _clause_scope(tools: BookTools, clause: str, max_chapters: int) -> tuple[str, ...] | None:
+    """The clause's candidate chapters from one concept-map lookup (None: none to boost)."""
+    try:
+        lookup = tools.concept_map_lookup(clause)
+    except BudgetExceeded:
+        lookup = ()
+    return _scope(lookup, max_chapters)
 
 
 @config.when(answer_mode="pipeline")
 def book_hits__pipeline(
     book_questions: tuple[RouteDecision, ...],
-    book_scopes: tuple[tuple[str, ...] | None, ...],
     book_tools: BookTools,
     search_k: int = 10,
     scope_boost: float | int = 0.1,
+    scope_max_chapters: int = 8,
 ) -> tuple[BookHits, ...]:
     """Each book clause searched as ``folio search`` searches it (same lists, fusion, depth and
-    tie-breaks) over all its routed books, the scope's candidate chapters raised by ``scope_boost``."""
-    return tuple(
-        _book_hits(book_tools.for_books(r.book_ids), r.question, scope, int(search_k), float(scope_boost))
-        for r, scope in zip(book_questions, book_scopes, strict=True)
-    )
+    tie-breaks) over all its routed books; the candidate chapters of one concept-map lookup (the scope)
+    raised by ``scope_boost``, never searched alone."""
+    out = []
+    for r in book_questions:
+        tools = book_tools.for_books(r.book_ids)
+        scope = _clause_scope(tools, r.question, int(scope_max_chapters))
+        out.append(_book_hits(tools, r.question, scope, int(search_k), float(scope_boost)))
+    return tuple(out)
 
 
 @config.when(rerank="none", answer_mode="pipeline")
@@ -451,27 +545,31 @@ def ranked_hits__llm(
 @config.when(answer_mode="pipeline")
 def book_evidence__pipeline(
     book_questions: tuple[RouteDecision, ...],
-    question_kinds: tuple[str, ...],
     ranked_hits: tuple[BookHits, ...],
     book_tools: BookTools,
+    source_plan: tuple[tuple[str, str], ...],
     search_k: int = 10,
     evidence_min_coverage: float | int = 0.8,
     evidence_min_similarity: float | int = 0.44,
 ) -> tuple[BookEvidence, ...]:
     """Each book clause's evidence: its ranked hits judged by the evidence rule; insufficient evidence
     escalates once (the router's suggested queries searched in the whole books); a clause pointing back
-    with a pronoun to names the clause before it missed is insufficient too."""
+    with a pronoun to names the clause before it missed is insufficient too. A clause not routed to the
+    books that the plan also sends to another source is supported only through a book's own name for one
+    of its names ("Little Red Riding Hood" as "Little Red-Cap"): otherwise that source answers it."""
+    elsewhere = {clause for source, clause in source_plan if source != "book"}
     evidence = tuple(
         _judged(
             book_tools.for_books(r.book_ids),
             r,
-            kind,
+            question_kind(r.question),
             found,
             int(search_k),
             float(evidence_min_coverage),
             float(evidence_min_similarity),
+            r.route != "BOOK" and r.question in elsewhere,
         )
-        for r, kind, found in zip(book_questions, question_kinds, ranked_hits, strict=True)
+        for r, found in zip(book_questions, ranked_hits, strict=True)
     )
     return _names_carried([r.question for r in book_questions], evidence)
 

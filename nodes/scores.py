@@ -320,14 +320,26 @@ def missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
     names = names_in(question)
     if not names:
         return ()
-    wanted = [stem(w) for name in names for w in content_words(" ".join(name))]
+    spellings = {name: _spellings(name) for name in names}
+    wanted = [stem(w) for forms in spellings.values() for f in forms for w in content_words(" ".join(f))]
     prefixes = {w[:2] for w in wanted}
     held_by = [_name_words(text, prefixes) for text in texts]
     return tuple(
         " ".join(name)
         for name in names
-        if not any(_holds(text, name, *found) for text, found in zip(texts, held_by, strict=True))
+        if not any(
+            _holds(text, form, *found)
+            for text, found in zip(texts, held_by, strict=True)
+            for form in spellings[name]
+        )
     )
+
+
+def _spellings(name: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """A name as written and with two neighbouring words written as one ("Red Headed League" is also
+    "Redheaded League": a hyphenated compound a book spells closed)."""
+    joined = [(*name[:i], name[i] + name[i + 1].lower(), *name[i + 2 :]) for i in range(len(name) - 1)]
+    return (name, *joined)
 
 
 def _holds(text: str, name: tuple[str, ...], words: set[str], capitalised: set[str]) -> bool:

@@ -7,7 +7,10 @@ capped at ``fusion_max_sources``.
 
 Plan (``source_plan``): a BOOK clause goes to the books; any other clause goes to every enabled source
 that can answer (Kiwix when it has a book to search, ``kiwix_ready``; web and news when ``searxng_url``
-is set), or to the books when none can.
+is set), or to the books when none can. A non-BOOK clause with names goes to the books too (first): a
+book may tell it under another name ("Little Red Riding Hood" is Grimm's "Little Red-Cap"), which the
+book flow accepts only through that other name (``book_tools._alias``); a clause the books answer is
+not asked of Kiwix (issue 27: routing by evidence).
 
 Kiwix query (``kiwix_query``): the clauses the plan sends to Kiwix, in the question's order, then the
 BOOK clauses the books refused (no supporting evidence: "When does the Moon block out the Sun?" shares
@@ -267,11 +270,7 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
         if s not in sections
     )
     if not sections:
-        text = "no results found"
-        if result.context.sections:
-            text = f"no article found holds {_subject(result.query)}"
-        elif result.context.text:
-            text = result.context.text
+        text = "no results found" if result.context.sections else (result.context.text or "no results found")
         label = ", ".join(result.searched_books) or "kiwix"  # the archives searched, for the refusal
         return (SourceResult("kiwix", label, text, (), None, result.query, notes),)
     out = []
@@ -346,6 +345,8 @@ def source_plan(
     jobs: list[tuple[str, str]] = []
     for r in routes:
         targets = ("book",) if r.route == "BOOK" or not external else external
+        if targets == external and names_in(r.question):
+            targets = ("book", *external)  # the books may spell its names otherwise (book_tools._alias)
         jobs.extend((s, r.question) for s in targets)
     return tuple(dict.fromkeys(jobs))
 
@@ -354,7 +355,8 @@ def _kiwix_clauses(
     plan: Sequence[tuple[str, str]], book_results: Sequence[SourceResult], escalate: bool
 ) -> tuple[str, ...]:
     """The clauses the plan sends to Kiwix, then (``escalate``) the book clauses the books refused."""
-    planned = [clause for source, clause in plan if source == "kiwix"]
+    answered = {r.clause for r in book_results if r.citations and not _is_refusal(r.text)}
+    planned = [clause for source, clause in plan if source == "kiwix" and clause not in answered]
     refused = [r.clause for r in book_results if escalate and r.clause and _is_refusal(r.text)]
     return tuple(dict.fromkeys([*planned, *refused]))
 

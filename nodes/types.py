@@ -780,6 +780,7 @@ class BookEvidence:
     widened: bool = False
     notes: tuple[str, ...] = ()
     missing_names: tuple[str, ...] = ()  # the clause's names no evidence text holds (when insufficient)
+    aliases: tuple[tuple[str, str], ...] = ()  # (the question's name, the book's name for it)
 
 
 @dataclass(frozen=True)

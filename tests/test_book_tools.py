@@ -3,6 +3,7 @@ one escalation, degraded (lexical-only) mode and lazy chapter summaries."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from folio.dataflows.asking import _library
 from folio.nodes.backends.summaries import extractive_summary
-from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget
+from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, WideningRefused
 from folio.nodes.book_tools import (
     _book_hits,
     _boosted,
@@ -169,6 +170,7 @@ class FakeTools:
     """Book tools whose searches return fixed texts (the escalation's logic, without an index)."""
 
     def __init__(self, texts: dict[str, list[str]], budget: int = 8) -> None:
+        self.encoder = None  # no alias by meaning
         self.texts = texts
         self.budget = ToolBudget(budget)
         self.queries: list[str] = []
@@ -353,3 +355,45 @@ def test_off_library_questions_are_refused_and_in_library_ones_answered(fairytal
     for question in IN_LIBRARY:
         answer = ask(question, library=fairytale_library, config={"llm": "none"})
         assert not answer.answer.startswith(NOT_FOUND) and answer.citations, question
+
+
+def test_the_agents_tools_allow_one_widening_as_the_pipeline(potter) -> None:
+    tools = tools_for(potter).escalating(1)
+    chapter = next(iter(next(iter(potter[0].values())).titles))
+    tools.text_search("Peter", [chapter])
+    tools.search("Peter")  # the one widening: a whole-book search after a scoped one
+    tools.semantic_search("Peter", [chapter])
+    with pytest.raises(WideningRefused, match="already widened to the whole book"):
+        tools.text_search("Peter")
+    refused = json.loads(tools.call("search", {"query": "Peter"}))
+    assert "already widened" in refused["error"]
+    assert tools.budget.calls == ["text_search", "text_search", "semantic_search", "semantic_search"]
+    free = tools_for(potter)  # the pipeline's and the MCP server's tools: no such limit
+    for _ in range(2):
+        free.text_search("Peter", [chapter])
+        free.text_search("Peter")
+
+
+def test_an_agent_widening_twice_reads_the_refusal(fairytale_library: Path) -> None:
+    from folio.dataflows.asking import ask
+    from tests.servers import Reply, ScriptedLLMServer
+
+    _, stores, _ = _library(fairytale_library)
+    potter_id = next(b for b in stores if b.startswith("the-great-big-treasury"))
+    chapter = next(iter(stores[potter_id].titles))
+    script = [
+        {"route": "BOOK", "confidence": 0.9, "suggested_queries": [], "book_ids": [potter_id]},
+        Reply.tools(("text_search", {"query": "camomile tea", "scope": [chapter]})),
+        Reply.tools(("text_search", {"query": "camomile tea"})),
+        Reply.tools(("text_search", {"query": "Peter", "scope": [chapter]})),
+        Reply.tools(("text_search", {"query": "Peter bed"})),
+        Reply.answer("Not found."),
+    ]
+    config: dict[str, object] = {"llm": "openai", "answer_mode": "agent", "llm_max_retries": 0}
+    config["max_tool_calls"] = 12
+    with ScriptedLLMServer(script) as server:
+        config["llm_base_url"] = server.url
+        ask("Who gave Peter camomile tea?", library=fairytale_library, config=config)
+        results = [m["content"] for r in server.requests[2:6] for m in r["messages"][-1:]]
+    assert "already widened" not in results[1]  # the first widening runs
+    assert "already widened to the whole book" in results[3]  # the second is refused

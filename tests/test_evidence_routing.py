@@ -21,7 +21,7 @@ def test_a_kiwix_article_without_the_questions_subject_is_not_cited() -> None:
     termites = _section("Termites", "Termites are eusocial insects that dissolve wood in their guts.")
     (result,) = _kiwix_source_results(_result("Why did the Red-Headed League dissolve?", termites))
     assert result.citations == () and result.label == WIKI
-    assert result.text == "no article found holds Red Headed League"
+    assert result.text == "no results found"  # an empty result (the refusal), the note says why
     assert result.notes == (
         "kiwix: 'Termites' does not hold the question's subject (Red Headed League): not cited",
     )

@@ -19,7 +19,7 @@ from folio.dataflows.mcp_server import tool_specs
 from folio.dataflows.registry import settings_inputs
 from folio.dataflows.server import create_app
 from folio.dataflows.service import Service
-from folio.nodes.backends.tools import Session
+from folio.nodes.backends.tools import Session, ToolBudget
 from tests.servers import ServedApp
 
 QUERIES = (
@@ -54,7 +54,9 @@ def _ask_graph(library: Path, config: dict, question: str) -> tuple[list, object
     }
     out = dr.execute(["book_hits", "book_tools"], inputs=inputs)
     (found,) = out["book_hits"]
-    return list(found.hits), out["book_tools"]
+    tools = out["book_tools"]
+    tools.budget = ToolBudget(8)  # the agent's own turn: the graph spent the question's budget
+    return list(found.hits), tools
 
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
