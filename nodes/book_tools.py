@@ -49,7 +49,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from hamilton.function_modifiers import config
 
@@ -154,7 +154,7 @@ def _sufficient(
 
 _RELATION = re.compile(
     r"^\s*(?:[Ww]hat|[Ww]ho)\b.*?\b(?:name of|is|was|are|were)\s+(?:the\s+)?"
-    r"((?:[A-Z][\w-]*\s+)*[A-Z][\w-]*)(?:'s|’s|')\s+([a-z]+)(?:\s+([a-z]+))?"
+    r"((?:[A-Z][\w-]*\s+)*[A-Z][\w-]*)(?:'s|’s|')\s+([a-z]+)(?:\s+([a-z]+))?\s*[?.!]*\s*$"
 )
 _ORDINALS = frozenset(["first", "second", "third", "elder", "older", "eldest", "younger", "youngest", "only"])
 
@@ -296,7 +296,7 @@ def _judged(
     clause = route.question
     notes = list(found.notes)
     ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
-    escalated, aliases = False, ()
+    escalated, aliases = False, cast(tuple[tuple[str, str], ...], ())
     top = [h.text for h in (*found.lexical[:10], *found.semantic[:10])]
     if not ok and tools.budget.left > 0:
         alias = _alias(tools, missing_names(clause, top), found.semantic)
