@@ -118,7 +118,8 @@ def object_schema(properties: Mapping[str, Any], required: tuple[str, ...] = ())
 
 def _book_tool(name: str) -> Runner:
     def run(service: Service, arguments: Mapping[str, Any]) -> Any:
-        return json.loads(service.book_tools().call(name, arguments))
+        limit = 2 if name == "search" else 1  # a call's own budget; search: its lexical and semantic lookups
+        return json.loads(service.book_tools(limit).call(name, arguments))
 
     return run
 

@@ -43,3 +43,69 @@ def test_a_question_without_names_keeps_every_article() -> None:
 def test_no_article_at_all_names_the_archives_searched() -> None:
     (result,) = _kiwix_source_results(_result("Why did the Red-Headed League dissolve?"))
     assert (result.label, result.text, result.citations) == (WIKI, "no results found", ())
+
+
+# --- the examples, on the real books and the sample ZIMs --------------------------------------
+
+
+def _zims() -> list[str]:
+    from tests.conftest import ZIMS
+
+    return sorted(str(p) for p in ZIMS.glob("*.zim"))
+
+
+def test_the_red_headed_league_is_answered_from_the_book_not_from_termites(sherlock_library) -> None:
+    from folio.dataflows.asking import ask
+
+    answer = ask("Why did the Red-Headed League dissolve?", library=sherlock_library, zim_paths=_zims())
+    assert answer.sources_used == ("book",) and answer.citations
+    assert {c.kind for c in answer.citations} == {"book"}
+    assert "Redheaded League is dissolved" in answer.answer
+
+
+def test_holmes_has_no_sister_in_the_book_and_the_refusal_says_what_was_found(sherlock_library) -> None:
+    from folio.dataflows.asking import ask
+    from folio.nodes.types import NOT_FOUND
+
+    answer = ask("What is the name of Sherlock Holmes's sister?", library=sherlock_library, zim_paths=_zims())
+    lines = answer.answer.splitlines()
+    assert lines[0] == NOT_FOUND and not answer.citations
+    assert lines[1] == "Found Sherlock Holmes in the books, but no passage names Sherlock Holmes's sister"
+    assert any("The Adventures of Sherlock Holmes" in line for line in lines[3:])  # which book, for what
+    assert any(line.startswith("- kiwix (") and "wikipedia_en_100_mini" in line for line in lines[3:])
+
+
+def test_little_red_riding_hood_is_found_as_grimms_little_red_cap(fairytale_library) -> None:
+    from folio.dataflows.asking import _library, ask_config, ask_driver, query_encoder, shared_resources
+    from folio.dataflows.registry import settings_inputs
+    from folio.nodes.backends.tools import Session
+
+    cfg = ask_config({"llm": "none"}, zim_paths=_zims())
+    lib, stores, maps = _library(fairytale_library)
+    grimm = next(b for b in stores if b.startswith("household-stories"))  # alone: Children's Literature
+    dr = ask_driver(cfg)  # tells the tale as "Little Red Riding Hood" itself
+    inputs = {
+        **settings_inputs(dr, cfg),
+        "question": "How did the wolf trick Little Red Riding Hood?",
+        "book_stores": {grimm: stores[grimm]},
+        "concept_maps": {grimm: maps[grimm]},
+        "encoder": query_encoder(cfg, lib)[0],
+        "session": Session(),
+        "cache_dir": str(lib.cache_dir),
+    }
+    answer = dr.execute(["answer"], inputs=inputs, overrides=shared_resources(cfg, dr))["answer"]
+    assert answer.answer.splitlines()[0] == 'The book calls Little Red Riding Hood "Little Red Cap".'
+    assert answer.citations and all("RED CAP" in c.chapter_title.upper() for c in answer.citations)
+
+
+def test_a_question_nothing_answers_says_which_books_and_archives_were_searched(fairytale_library) -> None:
+    from folio.dataflows.asking import ask
+    from folio.nodes.types import NOT_FOUND
+
+    question = "Why did Zorblax the Unseen betray Quintavius?"
+    answer = ask(question, library=fairytale_library, zim_paths=_zims())
+    lines = answer.answer.splitlines()
+    assert lines[0] == NOT_FOUND and "fusion query" not in answer.answer and not answer.citations
+    searched = lines[lines.index("Searched:") + 1 :]
+    assert any("The Great Big Treasury of Beatrix Potter" in line and "Zorblax" in line for line in searched)
+    assert any(line.startswith("- kiwix (") and "Zorblax" in line for line in searched)

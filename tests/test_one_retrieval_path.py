@@ -38,7 +38,7 @@ def _keys(rows) -> list[tuple[str, str]]:
     ]
 
 
-def _ask_graph(library: Path, config: dict, question: str) -> tuple[list, object]:
+def _ask_graph(library: Path, config: dict, question: str) -> tuple[str, list, object]:
     """The ask graph's ``book_hits`` for ``question`` and its ``book_tools`` (the agent's tools)."""
     cfg = ask_config(config)
     lib, stores, maps = _library(library)
@@ -56,7 +56,7 @@ def _ask_graph(library: Path, config: dict, question: str) -> tuple[list, object
     (found,) = out["book_hits"]
     tools = out["book_tools"]
     tools.budget = ToolBudget(8)  # the agent's own turn: the graph spent the question's budget
-    return list(found.hits), tools
+    return found.question, list(found.hits), tools
 
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
@@ -73,10 +73,11 @@ def test_the_front_ends_rank_the_same_hits(alice_library: Path, tmp_path: Path, 
         evaluation_inputs(cfg, api.resolve_library(library)) as eval_inputs,
     ):
         (store,) = eval_inputs["stores_by_file"].values()
-        for query in QUERIES:
+        for question in QUERIES:
+            clause, ask_hits, tools = _ask_graph(library, config, question)
+            query = clause  # the ask searches the router's clause (the question without its "?")
             search = _keys(api.search(query, library=library, config=cfg))
             assert len(search) == 8
-            ask_hits, tools = _ask_graph(library, config, query)
             ranked = {
                 "ask book_hits": _keys(ask_hits[:8]),
                 "agent tool": _keys(json.loads(tools.call("search", {"query": query}))),
