@@ -114,6 +114,8 @@ def ask_config(
         )
     if cfg.get("answer_mode") == "agent" and cfg.get("llm") != "openai":
         raise FolioError("answer_mode", "agent mode needs an LLM: set llm: openai (see configs/agent.yaml)")
+    if cfg.get("rerank") == "llm" and cfg.get("llm") != "openai":
+        raise FolioError("rerank", "rerank: llm needs an LLM: set llm: openai (or rerank: cross_encoder)")
     if cfg.get("kiwix") not in KIWIX_VARIANTS:
         raise FolioError(
             "kiwix", f"unknown Kiwix backend {cfg.get('kiwix')!r}: use {', '.join(KIWIX_VARIANTS)}"

@@ -131,6 +131,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "answer_mode": ("pipeline", "agent"),
     "search_mode": ("lexical", "semantic", "hybrid", "bm25s", "dense_exact"),
     "hybrid_fusion": ("convex", "rrf"),
+    "rerank": ("none", "cross_encoder", "llm"),
     "eval_answers": (True, False),
     "answer_summaries": (True, False),
     "disambiguation": (True, False),
@@ -148,6 +149,7 @@ NULLABLE: dict[str, type] = {
     "kiwix_url": str,
     "dask_scheduler": str,
     "searxng_url": str,
+    "rerank_model": str,
 }
 MAX_INT = 2**31 - 1  # no whole-number setting is larger (a huge -k is refused, not an OverflowError)
 # Inclusive ranges of numeric settings; every other number is from 0 to MAX_INT.
@@ -172,7 +174,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "concept_centroid_weight": (0.0, 1.0),
     "concept_theme_threshold": (0.0, 2.0),
     "multibook_threshold": (0.0, 1.0),
-    "primary_search_weight": (0.0, 1.0),
+    "scope_boost": (0.0, 1.0),
+    "rerank_depth": (1, 100),
     "evidence_min_coverage": (0.0, 1.0),
     "evidence_min_similarity": (-1.0, 1.0),
 }
@@ -256,6 +259,7 @@ SWITCHES = frozenset(
         "answer_mode",
         "search_mode",
         "hybrid_fusion",
+        "rerank",
         "eval_answers",
         "answer_summaries",
     }

@@ -177,6 +177,18 @@ MODEL_NOTES: dict[str, tuple[str, dict[str, str]]] = {
         '"ch-003"}.',
         {"chapter_id": 'a chapter id from a search row or a concept lookup; example: "ch-003"'},
     ),
+    "search": (
+        "Search the books by words and meaning together (the ranking of `folio search`, the one ask uses). "
+        "Returns up to k rows, best first: location_id, book_id, chapter_id, chapter_title, score and "
+        "passage, the matching part of the chunk with the query's words in **bold**. The best first search "
+        "for most questions; text_search for exact names and quotes, semantic_search for paraphrases. "
+        'Example: {"query": "why did the Red-Headed League dissolve", "k": 5}.',
+        {
+            "query": 'the question or the words to find; example: "who stole the tarts"',
+            "scope": 'chapter ids to search in; leave out (or []) to search every book; example: ["ch-001"]',
+            "k": f"how many rows to return, 1 to {MAX_K} (default 10); example: 5",
+        },
+    ),
     "text_search": (
         "Search the books for the exact words (BM25). Returns up to k rows, best first: location_id, "
         "book_id, chapter_id, chapter_title, score and passage, the matching part of the chunk with the "
@@ -255,10 +267,14 @@ def search_row(hit: Hit, query: str) -> dict[str, Any]:
 
 def _search(kind: str) -> Runner:
     def run(service: Service, arguments: Mapping[str, Any]) -> Any:
-        tools = service.book_tools(conversation=arguments.get("conversation"))
-        search = tools.text_search if kind == "text" else tools.semantic_search
+        limit = 2 if kind == "search" else 1  # a call's own budget; search: its lexical and semantic lookups
+        tools = service.book_tools(limit, conversation=arguments.get("conversation"))
         query = str(arguments["query"])
-        hits = search(query, arguments.get("scope"), arguments.get("k"))
+        scope, k = arguments.get("scope"), arguments.get("k")
+        if kind == "search":
+            hits = tools.search(query, scope, k).hits
+        else:
+            hits = (tools.text_search if kind == "text" else tools.semantic_search)(query, scope, k)
         return [search_row(h, query) for h in hits]
 
     return run
@@ -284,7 +300,7 @@ def _synopsis(service: Service, arguments: Mapping[str, Any]) -> Any:
 
 
 def _book_tool(name: str) -> Runner:
-    if name in ("text_search", "semantic_search"):
+    if name in ("search", "text_search", "semantic_search"):
         return _search(name.split("_")[0])
     if name == "book_synopsis_get":
         return _synopsis

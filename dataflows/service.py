@@ -56,6 +56,7 @@ from folio.dataflows.summarizing import summarizer_for
 from folio.nodes.backends.progress import Progress
 from folio.nodes.backends.tools import BookTools, Session, ToolBudget
 from folio.nodes.backends.workers import limit_torch_threads
+from folio.nodes.scores import HitFusion
 from folio.nodes.types import Article, ConceptMap, FolioError
 
 MAX_QUESTION_CHARS = 2_000  # a question or query longer than this is refused
@@ -341,8 +342,15 @@ class Service:
         encoder, _why = query_encoder(self.config, self.library)
         k = int(self.config.get("search_k") or 10)
         summarizer = summarizer_for(self.config)  # summaries: at most 5 LLM calls of their own
+        fusion = HitFusion(
+            str(self.config.get("hybrid_fusion") or "convex"),
+            float(self.config.get("hybrid_lexical_weight", 0.7)),
+            int(self.config.get("hybrid_rrf_k") or 60),
+        )  # the fusion of `folio search` (one retrieval path)
         session = self.session(conversation)
-        return BookTools(stores, maps, encoder, ToolBudget(limit), session, summarizer=summarizer, k=k)
+        return BookTools(
+            stores, maps, encoder, ToolBudget(limit), session, summarizer=summarizer, k=k, fusion=fusion
+        )
 
     def _books_in_play(self) -> tuple[dict[str, Any], dict[str, ConceptMap]]:
         """Every book's store and concept map, parsed once per library generation."""

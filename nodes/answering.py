@@ -15,7 +15,9 @@
   (citation: the passage's span and text), renumbered in order of first use. An answer without a valid
   marker, one that echoes its instructions, or a failed call gives the extractive answer and a note.
 - Agent (``answer_mode: agent``): the LLM calls the book tools through OpenAI tool calling, under the
-  same budget; it cites locations as ``[BOOK_ID/CHUNK_ID]``, which must be chunks a tool returned (the
+  same budget and the pipeline's single escalation (one widening from chosen chapters to the whole
+  books; a second is refused and the model reads why);
+  it cites locations as ``[BOOK_ID/CHUNK_ID]``, which must be chunks a tool returned (the
   citation is the chunk). When the budget is spent, or the answer cites nothing valid, the answer is
   the extractive one read from the chunks the tools returned, with a note.
 - Outside the books (a NOT_BOOK clause that no other source could take, sent to the books by the
@@ -183,8 +185,11 @@ def _in_chunks(
     return tuple(replace(p, quotes=tuple(held(q) for q in p.quotes)) for p in passages)
 
 
-def _not_found(searched: Sequence[str]) -> str:
-    lines = [NOT_FOUND, "Searched:"]
+WHY_PREFIXES = ("Not in the books searched", "Found ")  # evidence notes a refusal says (what was (not) found)
+
+
+def _not_found(searched: Sequence[str], why: Sequence[str] = ()) -> str:
+    lines = [NOT_FOUND, *why, "Searched:"]
     lines.extend(f"- {s}" for s in searched) if searched else lines.append("- nothing (no search could run)")
     return "\n".join(lines)
 
@@ -406,9 +411,43 @@ def _extractive_result(
 ) -> SourceResult:
     all_notes = (*evidence.notes, *notes)
     if not evidence.sufficient:
-        return _book_result(route, _not_found(evidence.searched), (), catalog, all_notes)
+        why = [n for n in evidence.notes if n.startswith(WHY_PREFIXES)]
+        return _book_result(route, _not_found(evidence.searched, why), (), catalog, all_notes)
     text, citations = _extractive(passages, max_words)
-    return _book_result(route, text, citations, catalog, all_notes)
+    return _book_result(route, _named(evidence, text), citations, catalog, all_notes)
+
+
+def _named(evidence: BookEvidence, text: str) -> str:
+    """The answer, first saying which name the book uses for a name of the question it spells otherwise."""
+    said = [f'The book calls {name} "{own}".' for name, own in evidence.aliases]
+    return "\n".join([*said, text]) if said else text
+
+
+def _refusal(results: Sequence[SourceResult]) -> str:
+    """The answer when no source answered: the books' "could not find" (or, without a book search, no
+    source's), then every search made: the books' searches (which books, for what) and each other
+    source's (which archives or engine, for what, and what it said)."""
+    lines: list[str] = []
+    why: list[str] = []
+    books = False
+    for r in results:
+        if r.source == "book" and r.text.startswith(NOT_FOUND):
+            books = True
+            body = r.text.splitlines()[1:]
+            cut = body.index("Searched:") if "Searched:" in body else 0
+            why.extend(body[:cut])
+            lines.extend(line for line in body[cut:] if line.startswith("- "))
+        elif r.error:
+            lines.append(
+                f"- {r.source} for {r.clause!r}: failed ({r.error})" if r.clause else f"- {r.source}: failed"
+            )
+        elif r.source != "book":
+            said = " ".join(r.text.split()[:12]) or "nothing"
+            where = f"{r.source} ({r.label})" if r.label and r.label != r.source else r.source
+            lines.append(f"- {where} for {r.clause!r}: {said}")
+    lines = list(dict.fromkeys(lines)) or ["- nothing (no source could run)"]
+    head = NOT_FOUND if books else NO_RESULTS
+    return "\n".join([head, *dict.fromkeys(why), "Searched:", *lines])
 
 
 def _route_name(routes: Sequence[RouteDecision]) -> str:
@@ -466,7 +505,9 @@ def book_results__llm(
     max_words = int(answer_max_words)
     summary_notes = tuple(dict.fromkeys(n for s in chapter_summaries for n in s.notes))
     for r, ev, passages in zip(book_questions, book_evidence, book_passages, strict=True):
-        if r.route == "NOT_BOOK":  # no other source took it: the LLM answers, not from the books
+        if r.route == "NOT_BOOK" and not (ev.sufficient and passages):
+            # the books do not hold it (a book may under another name: issue 27's alias): the LLM
+            # answers, not from the books
             out.append(_general_result(r, llm_client, max_words))
             continue
         if not ev.sufficient or not passages:
@@ -484,7 +525,9 @@ def book_results__llm(
         if cited is None:
             out.append(_extractive_result(r, ev, passages, book_catalog, max_words, (*summary_notes, note)))
         else:
-            out.append(_book_result(r, cited[0], cited[1], book_catalog, (*ev.notes, *summary_notes)))
+            out.append(
+                _book_result(r, _named(ev, cited[0]), cited[1], book_catalog, (*ev.notes, *summary_notes))
+            )
     return tuple(out)
 
 
@@ -508,7 +551,7 @@ def book_results__agent(
         if r.route == "NOT_BOOK":  # no other source took it: the LLM answers, not from the books
             out.append(_general_result(r, llm_client, max_words))
             continue
-        tools = book_tools.for_books(r.book_ids)
+        tools = book_tools.for_books(r.book_ids).escalating(1)  # one widening, as the pipeline
         content, notes = _agent_run(
             llm_client, tools, r.question, [b for b in book_catalog if b.book_id in r.book_ids]
         )
@@ -537,16 +580,14 @@ def answer(
 ) -> Answer:
     """The answer: fused text, citations in order, route, sources used, tool calls and notes."""
     kept = fused_context.results
-    text = fused_context.text
-    if not kept:
-        not_found = [r.text for r in source_results if r.source == "book" and r.text.startswith(NOT_FOUND)]
-        text = not_found[0] if not_found else NO_RESULTS
+    text = fused_context.text if kept else _refusal(source_results)
     notes: list[str] = []
     for r in routes:
         if r.reason.startswith(("AMBIGUOUS", "LLM router failed")):
             notes.append(f"router: {r.reason}")
     to_books = {r.clause for r in source_results if r.source == "book"}
-    if any(r.route == "NOT_BOOK" and r.question in to_books for r in routes):
+    elsewhere = {r.clause for r in source_results if r.source != "book"}
+    if any(r.route == "NOT_BOOK" and r.question in to_books - elsewhere for r in routes):
         notes.append(
             "no other source is configured or reachable for a question outside the books: searched the books"
         )

@@ -1,62 +1,46 @@
-"""Book flow (``answer_mode: pipeline``): scope → retrieval plan → evidence (one escalation at most).
+"""Book flow (``answer_mode: pipeline``): book_hits → ranked_hits → book_evidence (one escalation).
 
-1. Scope: one ``book_concept_map.lookup(clause)`` over the routed books. Only *specific* entity and
-   event matches narrow the search (themes are too broad: measured, they cost Moby-Dick questions):
-   items found in at most ``scope_max_chapters`` chapters (a name all over the book, such
-   as "Ahab", does not). The chapters of the specific matches scoring at least half of the best one
-   (best at least ``SCOPE_MIN_SCORE``), at most ``scope_max_chapters``, are the candidate chapters.
-   No specific match: the whole books.
-2. Retrieval plan (inside ``book_evidence``), by the question-kind rule (no LLM):
-   - *concrete* when the clause has a quotation, a digit or a capitalised name after its first word,
-     or (without a conceptual cue) opens with who / whom / whose / where / when / which / what /
-     name / list / "how many|much|long|old|far";
-   - *conceptual* when it opens with why / how (other than the quantities above) or holds a conceptual
-     cue word (feel, think, theme, meaning, moral, lesson, symbol, represent, significance, purpose,
-     relationship, describe, explain, compare, personality, attitude, learn, happen);
-   - otherwise concrete.
-   Concrete → ``text_search`` first, then ``semantic_search``; conceptual → the reverse. The two lists
-   are fused by a convex combination of min-max-normalised scores, ``primary_search_weight`` (0.65) on
-   the first one.
-3. Evidence is *sufficient* when (a) every name of the clause is held by one of the top ten lexical and
-   top ten semantic chunks: each content word of the name is in that chunk (light stems, any case; one slip —
-   a letter added, dropped, changed or two swapped, in words of 5+ letters — forgiven against a
-   capitalised word there: "Jemina" for "Jemima") and its last word is there capitalised or the whole
-   name is there as consecutive words (names: ``named_phrases``, a lone capitalised first word aside);
-   and (b) a lexical chunk holds at least ``evidence_min_coverage`` (0.8) of the clause's content words
-   (light stems) or a semantic chunk has a similarity of at least ``evidence_min_similarity`` (0.44;
-   MiniLM cosine on 120-token windows). Without semantic hits (semantic search unavailable) (b) is the
-   words alone at ``LEXICAL_ONLY_COVERAGE`` (0.5). Nothing retrieved is insufficient. Insufficient
-   evidence in candidate chapters widens the search to the whole routed books, once (``widened``);
-   whole-book evidence is never widened again; insufficient whole-book evidence is the refusal, with a
-   note naming the names the books do not hold ("Not in the books searched: Moriarty"). A clause with
-   no name of its own that points back with a pronoun to names the clause before it missed is
-   insufficient too ("Who is Count Dracula and where is his castle?": no castle a book describes is
-   his).
-   Calibrated on the odd-numbered questions of ``tests/qa/library_questions.jsonl`` (40 off-library,
-   40 in-library, over the sample library): a question about something no book holds names a thing no
-   book mentions (Dracula, Captain Hook) or reads unlike every passage (similarity under 0.44 for
-   MiniLM), while an in-library question's best passage scores 0.45 and up. The earlier rule (coverage
-   0.5 or similarity 0.5) answered 78% of the off-library questions with filler.
-4. Optional chapter summaries (``answer_summaries: true``) for the chapters of the top two hits, for
-   the LLM answer's prompt (so only with ``llm: openai``). A summary is read from the library's store
-   when an earlier request made it, else made (map-reduce by the question's LLM client, at most 5
-   calls of the budget, extractive when fewer are left or a call fails) and stored
-   (``backends.summaries``, ``backends.summary_store``); a summary's notes (an LLM summary that fell
-   back to the extractive one) are the answer's notes too.
+1. ``book_hits``: each book clause searched as ``folio search`` searches it (``BookTools.search``: the
+   lexical and semantic lists ``search_depth(k)`` deep, fused by the configured ``hybrid_fusion`` and
+   ``hybrid_lexical_weight``, the same tie-breaks: ``nodes/scores.py``) over all its routed books, so an
+   AMBIGUOUS or several-book clause gets the best evidence across them. The scope: one
+   ``book_concept_map.lookup(clause)``; only *specific* entity and event matches (found in at most
+   ``scope_max_chapters`` chapters; themes are too broad) scoring at least half of the best (at least
+   ``SCOPE_MIN_SCORE``) give candidate chapters, whose hits gain ``scope_boost`` (0.1; fused scores lie
+   in [0, 1]). The scope is never searched alone: the best hits of the whole books always compete.
+2. ``ranked_hits`` (``rerank``): ``none`` (the default), ``cross_encoder`` (``rerank_model``, the first
+   ``rerank_depth`` hits) or ``llm`` (one bounded call ordering them by id); a stage that cannot run
+   keeps the search order with a note (``nodes/backends/rerank.py``).
+3. ``book_evidence``: the evidence is *sufficient* when (a) every name of the clause is held by one of
+   the top ten lexical and top ten semantic chunks (``scores.missing_names``: each content word there,
+   light stems, one slip forgiven against a capitalised word, "Redheaded" for "Red-Headed"; the last
+   word capitalised or the whole name as consecutive words) and (b) a lexical chunk holds at least
+   ``evidence_min_coverage`` (0.8) of the clause's content words or a semantic chunk scores at least
+   ``evidence_min_similarity`` (0.44; MiniLM cosine); without semantic hits, (b) is the words alone at
+   ``LEXICAL_ONLY_COVERAGE``. Calibrated on ``tests/qa/library_questions.jsonl``: off-library questions
+   name a thing no book mentions or read unlike every passage. Insufficient evidence escalates once: a
+   missing name that a chapter of the three best passages by meaning is titled another way
+   (``_alias``: "Little Red Riding Hood" is Grimm's "Little Red-Cap"; the answer says so), else the
+   router's suggested queries (an LLM router's) searched in the whole books; then the refusal, naming
+   the names no book holds. A question for someone's thing that no passage names ("What is the name of
+   Sherlock Holmes's sister?") is insufficient, saying what was found and what was not. A clause with
+   no name of its own pointing back with a pronoun to names the clause before it missed is insufficient.
+   A clause routed to other sources too is supported here only through such an alias.
+4. Optional chapter summaries (``answer_summaries: true``, ``llm: openai``) of the top two hits'
+   chapters for the LLM answer's prompt, stored in the library; their notes are the answer's.
 
-Degradation: when semantic search cannot run (no encoder, a broken vector index) the flow is
-lexical-only and notes "Semantic search unavailable". When the tool budget is spent, retrieval stops
-with what it has and notes it.
+Agent mode: the same ``BookTools`` with one widening (``escalating``); ``fallback_evidence`` is its
+whole-book search when it cites nothing. No semantic search is lexical-only (noted); a spent budget
+stops retrieval with what it has (noted).
 
-Config keys: ``search_k``, ``scope_max_chapters``, ``primary_search_weight``, ``evidence_min_coverage``,
-``evidence_min_similarity``, ``answer_summaries``, ``answer_mode`` (scope, kinds, evidence and summaries
-are the pipeline's nodes; the agent uses the same ``BookTools`` itself, and ``fallback_evidence`` is the
-agent's whole-book search when its answer cites nothing).
-Limitations: coverage counts words, not meaning; a scope from a theme match can miss the chapter
-that holds the answer when that chapter also matches the words (no widening then). The evidence rule
-refuses vague or misspelt questions whose best passage scores under 0.44 (about 4% of FairytaleQA's,
-scoped to their book), and answers off-library questions whose names all occur in the books and
-whose words read like a passage ("How did the Titanic sink?" against Moby-Dick).
+Config keys: ``search_k``, ``hybrid_fusion``, ``hybrid_lexical_weight``, ``hybrid_rrf_k``,
+``scope_max_chapters``, ``scope_boost``, ``rerank``, ``rerank_model``, ``rerank_depth``,
+``evidence_min_coverage``, ``evidence_min_similarity``, ``answer_summaries``, ``answer_mode``.
+Limitations: coverage counts words, not meaning; the ask searches the routed books with their own term
+statistics (as ``folio search --book``), which can rank differently from a whole-library search; the
+evidence rule refuses vague questions whose best passage scores under 0.44 and answers off-library
+questions whose names all occur in the books and whose words read like a passage; the relation rule
+reads only "what/who is (the name of) X's Y" questions.
 """
 
 from __future__ import annotations
@@ -65,34 +49,29 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.llm import OpenAIChatClient
+from folio.nodes.backends.rerank import RerankError, cross_encoder_scores, llm_order
 from folio.nodes.backends.summaries import LLMSummarizer
 from folio.nodes.backends.tools import (
     BookTools,
     BudgetExceeded,
-    SemanticUnavailable,
     Session,
     ToolBudget,
 )
-from folio.nodes.scores import fuse_convex
+from folio.nodes.scores import HitFusion, merge_ranked, missing_names, names_in, search_depth
 from folio.nodes.text import (
-    base_word,
-    content_words,
     coverage,
     fold,
-    named_phrases,
     question_kind,
-    stem,
     stems,
-    tokens,
 )
 from folio.nodes.types import (
-    SEMANTIC_UNAVAILABLE,
     BookEvidence,
+    BookHits,
     ChapterSummary,
     ConceptMap,
     Hit,
@@ -102,15 +81,14 @@ from folio.nodes.types import (
 SCOPE_MIN_SCORE = 0.2
 SCOPE_KINDS = ("entity", "event")  # themes are too broad to narrow the search (measured)
 LEXICAL_ONLY_COVERAGE = 0.5  # the evidence rule without semantic search: today's words-only rule
+# A missing name and a chapter title read alike from this cosine (MiniLM): "Little Red Riding Hood" and
+# "Little Red-Cap" 0.66; with half the name's words shared ("Harry Potter" / "Beatrix Potter" 0.68 would
+# pass too, which is why the title must also head a chapter of the three best passages by meaning).
+ALIAS_MIN_SIMILARITY = 0.6
 
 _CONCRETE_OPENERS = frozenset(["who", "whom", "whose", "where", "when", "which", "what", "name", "list"])
 
 # --- pure helpers ------------------------------------------------------------------------------------
-
-
-def _plan(kind: str) -> tuple[str, str]:
-    """The search tools in the order the kind asks for."""
-    return ("text_search", "semantic_search") if kind == "concrete" else ("semantic_search", "text_search")
 
 
 def _scope(lookup: Sequence[tuple[str, Any]], max_chapters: int) -> tuple[str, ...] | None:
@@ -136,84 +114,10 @@ def _scope(lookup: Sequence[tuple[str, Any]], max_chapters: int) -> tuple[str, .
 _BACK_PRONOUN = re.compile(r"\b(?:he|him|his|she|her|hers|it|its|they|them|their|theirs)\b", re.IGNORECASE)
 
 
-def _names(question: str) -> tuple[tuple[str, ...], ...]:
-    """The question's names (``named_phrases``) as their words; a lone capitalised first word is the
-    sentence's capital, not a name ("Describe the wolf")."""
-    found = tokens(question)
-    first = fold(found[0]) if found else ""
-    return tuple(
-        tuple(tokens(phrase)) for phrase in named_phrases(question) if " " in phrase or fold(phrase) != first
-    )
-
-
-def _near(word: str, known: set[str], names: set[str]) -> bool:
-    """``word`` is in ``known``, or (5+ letters) one slip away from a word of ``names`` (a letter added,
-    dropped, changed or two swapped: "Jemina" for "Jemima", "Issac" for "Isaac"); slips are forgiven
-    against names only, so "Bennet" is not held by "bonnet" nor "Harry" by "carry"."""
-    if word in known:
-        return True
-    if len(word) < 5:
-        return False
-    return any(abs(len(k) - len(word)) <= 1 and _one_edit(word, k) for k in names)
-
-
-def _one_edit(a: str, b: str) -> bool:
-    """Whether ``a`` and ``b`` differ by at most one insertion, deletion, substitution or transposition."""
-    if len(a) > len(b):
-        a, b = b, a
-    i = 0
-    while i < len(a) and a[i] == b[i]:
-        i += 1
-    if len(a) == len(b):
-        return a[i + 1 :] == b[i + 1 :] or (a[i : i + 2] == b[i : i + 2][::-1] and a[i + 2 :] == b[i + 2 :])
-    return a[i:] == b[i + 1 :]
-
-
-def _missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
-    """The question's names that the evidence ``texts`` do not hold. A name is held when one text holds
-    each of its content words (light stems, any case; one slip after the first two letters forgiven
-    against a name there; "Long John Silver" is not held by "long" in one chunk, "John" in another and
-    "silver" in a third)
-    and its last word there capitalised, as a name, or the whole name there as consecutive words
-    ("Captain Hook" is not held by a text about a captain and his hooks; "Red-Headed League" is held by
-    "the Redheaded League", "Puddle-Ducks" by "Puddle-ducks")."""
-    names = _names(question)
-    if not names:
-        return ()
-    wanted = [stem(w) for name in names for w in content_words(" ".join(name))]
-    prefixes = {w[:2] for w in wanted}
-    held_by = [_name_words(text, prefixes) for text in texts]
-    return tuple(
-        " ".join(name)
-        for name in names
-        if not any(_holds(text, name, *found) for text, found in zip(texts, held_by, strict=True))
-    )
-
-
-def _holds(text: str, name: tuple[str, ...], words: set[str], capitalised: set[str]) -> bool:
-    """Whether ``text`` (its ``_name_words``) holds ``name`` (see ``_missing_names``)."""
-    head = name[-1]
-    as_name = not head.isalpha() or _near(stem(fold(head)), capitalised, capitalised)
-    if not as_name:
-        phrase = re.compile(r"\b" + r"\W+".join(re.escape(t) for t in name) + r"\b", re.IGNORECASE)
-        if not phrase.search(text):
-            return False
-    return all(_near(stem(w), words, capitalised) for w in content_words(" ".join(name)))
-
-
-def _name_words(text: str, prefixes: set[str]) -> tuple[set[str], set[str]]:
-    """The words of ``text`` that may hold a name's words (those opening with one of ``prefixes``), as
-    light stems of their base forms: all of them, and the capitalised ones."""
-    seen = {tok for tok in tokens(text) if tok[:2].lower() in prefixes}
-    words = {stem(base_word(fold(tok))) for tok in seen}
-    capitalised = {stem(base_word(fold(tok))) for tok in seen if tok[0].isupper()}
-    return words, capitalised
-
-
 def _refers_back(clause: str) -> str | None:
     """The pronoun by which a clause with no name of its own points back ("where is his castle"), or
     None."""
-    if _names(clause):
+    if names_in(clause):
         return None
     found = _BACK_PRONOUN.search(clause)
     return found.group() if found else None
@@ -239,7 +143,7 @@ def _sufficient(
 ) -> bool:
     """The evidence rule of the module docstring."""
     top = [*lexical[:10], *semantic[:10]]
-    if not top or _missing_names(question, [h.text for h in top]):
+    if not top or missing_names(question, [h.text for h in top]):
         return False
     terms = stems(question)
     best_coverage = max((coverage(terms, h.text) for h in lexical[:10]), default=0.0)
@@ -248,75 +152,206 @@ def _sufficient(
     return best_coverage >= min_coverage or max(h.score for h in semantic[:10]) >= min_similarity
 
 
-def _fused(primary: Sequence[Hit], secondary: Sequence[Hit], weight: float, k: int) -> tuple[Hit, ...]:
-    if not secondary:
-        return tuple(primary[:k])
-    if not primary:
-        return tuple(secondary[:k])
-    return fuse_convex(primary, secondary, weight, k)
+_RELATION = re.compile(
+    r"^\s*(?:[Ww]hat|[Ww]ho)\b.*?\b(?:name of|is|was|are|were)\s+(?:the\s+)?"
+    r"((?:[A-Z][\w-]*\s+)*[A-Z][\w-]*)(?:'s|’s|')\s+([a-z]+)(?:\s+([a-z]+))?\s*[?.!]*\s*$"
+)
+_ORDINALS = frozenset(["first", "second", "third", "elder", "older", "eldest", "younger", "youngest", "only"])
 
 
-def _search_once(
-    tools: BookTools,
-    clause: str,
-    plan: tuple[str, str],
-    scope: tuple[str, ...] | None,
-    k: int,
-    notes: list[str],
-) -> tuple[dict[str, tuple[Hit, ...]], list[str]]:
-    """Run the plan's two searches in ``scope``; returns hits by tool and the search lines."""
-    found: dict[str, tuple[Hit, ...]] = {}
-    searched: list[str] = []
-    where = f"{len(scope)} candidate chapter(s)" if scope else "whole book(s)"
-    for tool in plan:
+def _relation(clause: str) -> tuple[str, str] | None:
+    """``(subject, thing)`` of a question asking who someone's thing is ("What is the name of Sherlock
+    Holmes's sister?" → ("Sherlock Holmes", "sister")), or None."""
+    found = _RELATION.search(clause)
+    if not found:
+        return None
+    thing = found.group(3) if found.group(2) in _ORDINALS and found.group(3) else found.group(2)
+    return found.group(1), thing
+
+
+def _holds_relation(subject: str, thing: str, texts: Sequence[str]) -> bool:
+    """Whether a text names the subject's thing: "Holmes's sister", "the sister of Holmes", "Holmes ...
+    his sister" (no other name between), an appositive "Hunca Munca, his wife" or "a wife called Goody"
+    in a text naming the subject."""
+    last = re.escape(subject.split()[-1])
+    y = re.escape(thing) + r"s?"
+    own = r"(?:his|her|their)\s+" + y
+    direct = re.compile(
+        rf"\b{last}(?:'s|’s|')\s+(?:\w+\s+){{0,2}}{y}\b|\b{y}\s+of\s+(?:\w+\.?\s+){{0,2}}{last}\b"
+        rf"|\b{last}\b[^A-Z]{{0,80}}\b{own}\b",
+        re.IGNORECASE,
+    )
+    named = re.compile(rf"[A-Z][\w-]*,\s+{own}\b|\b{y}\s+(?:called|named)\s+[A-Z]")
+    return any(direct.search(t) or (named.search(t) and re.search(rf"\b{last}\b", t)) for t in texts)
+
+
+def _unheld_relation(clause: str, texts: Sequence[str]) -> str | None:
+    """The note when the clause asks for someone's thing (``_relation``) that no text names: what was
+    found and what was not."""
+    relation = _relation(clause)
+    if relation is None or _holds_relation(*relation, texts):
+        return None
+    subject, thing = relation
+    return f"Found {subject} in the books, but no passage names {subject}'s {thing}"
+
+
+def _alias(tools: BookTools, names: Sequence[str], semantic: Sequence[Hit]) -> tuple[str, str] | None:
+    """``(name, the book's name)`` for a name the books do not hold that a chapter of the best passages by
+    meaning is titled by another way (at least half of the name's content words shared, and the two
+    read alike: ``ALIAS_MIN_SIMILARITY``): "Little Red Riding Hood" is Grimm's "Little Red-Cap"."""
+    if tools.encoder is None:
+        return None
+    titles = list(dict.fromkeys(h.chapter_title for h in semantic[:3] if h.chapter_title))
+    for name in names:
+        words = stems(name)
+        best: tuple[float, str] | None = None
+        for title in titles:
+            if not words or 2 * len(words & stems(title)) < len(words):
+                continue
+            similarity = float(tools.encoder.encode_query(name) @ tools.encoder.encode_query(title))
+            if similarity >= ALIAS_MIN_SIMILARITY and (best is None or similarity > best[0]):
+                best = (similarity, title)
+        if best is not None:
+            title = best[1].title() if best[1].isupper() else best[1]
+            return name, title
+    return None
+
+
+def _boosted(hits: Sequence[Hit], scope: Sequence[str] | None, boost: float) -> tuple[Hit, ...]:
+    """``hits`` with those of the ``scope``'s chapters raised by ``boost`` (fused scores lie in [0, 1]),
+    re-sorted; every other hit keeps its score, so the best hits of the whole books still compete."""
+    if not scope or boost <= 0:
+        return tuple(hits)
+    chapters = set(scope)
+    raised = [replace(h, score=h.score + boost) if h.chapter_id in chapters else h for h in hits]
+    return tuple(sorted(raised, key=lambda h: (-h.score, h.book_id, h.start, h.chunk_id)))
+
+
+def _book_hits(
+    tools: BookTools, clause: str, scope: tuple[str, ...] | None, k: int, boost: float
+) -> BookHits:
+    """``clause`` searched as ``folio search`` searches it, over the whole routed books, fused
+    ``search_depth(k)`` deep (the first ``k`` are ``folio search``'s), the scope's chapters boosted."""
+    try:
+        found = tools.search(clause, None, k)
+    except BudgetExceeded as exc:
+        return BookHits(clause, (), (), (), scope, (), (exc.reason,))
+    deep = tools.fusion(found.lexical, found.semantic, search_depth(k))
+    where = f"; {len(scope)} candidate chapter(s) boosted" if scope and boost > 0 else ""
+    searched = tuple(line + where for line in found.searched)
+    return replace(found, hits=_boosted(deep, scope, boost), scope=scope, searched=searched)
+
+
+def _merged(first: BookHits, more: Sequence[BookHits], k: int) -> BookHits:
+    """``first`` and the searches ``more`` as one: its hits, then theirs not already found (by score)."""
+    seen = {(h.book_id, h.chunk_id) for h in first.hits}
+    extra = merge_ranked([[h for h in m.hits if (h.book_id, h.chunk_id) not in seen] for m in more], k)
+    return BookHits(
+        first.question,
+        (*first.hits, *extra),
+        (*first.lexical, *(h for m in more for h in m.lexical)),
+        (*first.semantic, *(h for m in more for h in m.semantic)),
+        first.scope,
+        (*first.searched, *(line for m in more for line in m.searched)),
+        tuple(dict.fromkeys((*first.notes, *(n for m in more for n in m.notes)))),
+    )
+
+
+def _escalated(
+    tools: BookTools, found: BookHits, queries: Sequence[str], k: int
+) -> tuple[BookHits, list[str]]:
+    """The single escalation of insufficient evidence: the router's suggested queries (those other than
+    the clause, at most three) searched once in the whole books, merged with what was found."""
+    extra = [q for q in dict.fromkeys(queries) if fold(q).strip() != fold(found.question).strip()][:3]
+    notes: list[str] = []
+    more: list[BookHits] = []
+    for query in extra:
         try:
-            if tool == "text_search":
-                found[tool] = tools.text_search(clause, scope, k)
-            else:
-                found[tool] = tools.semantic_search(clause, scope, k)
-            searched.append(f"{tool}({clause!r}) in {where}: {len(found[tool])} hit(s)")
-        except SemanticUnavailable:
-            if SEMANTIC_UNAVAILABLE not in notes:
-                notes.append(SEMANTIC_UNAVAILABLE)
+            more.append(tools.search(query, None, k))
         except BudgetExceeded as exc:
             notes.append(exc.reason)
             break
-    return found, searched
+    if more:
+        notes.insert(
+            0, f"Evidence insufficient: also searched the router's suggested queries once ({len(more)})"
+        )
+    return (_merged(found, more, k) if more else found), notes
 
 
-def _evidence(
+def _judged(
     tools: BookTools,
-    clause: str,
+    route: RouteDecision,
     kind: str,
-    scope: tuple[str, ...] | None,
+    found: BookHits,
     k: int,
-    weight: float,
     min_coverage: float,
     min_similarity: float,
+    alias_only: bool = False,
 ) -> BookEvidence:
-    """Search the scope, judge the evidence, widen once when it is insufficient."""
-    plan = _plan(kind)
-    notes: list[str] = []
-    found, searched = _search_once(tools, clause, plan, scope, k, notes)
-    lexical, semantic = found.get("text_search", ()), found.get("semantic_search", ())
-    ok = _sufficient(clause, lexical, semantic, min_coverage, min_similarity)
-    widened = False
-    if not ok and scope is not None and tools.budget.left > 0:
-        widened = True
-        notes.append("Evidence insufficient in the candidate chapters: widened to the whole book(s) once")
-        found, more = _search_once(tools, clause, plan, None, k, notes)
-        searched.extend(more)
-        lexical, semantic = found.get("text_search", ()), found.get("semantic_search", ())
-        ok = _sufficient(clause, lexical, semantic, min_coverage, min_similarity)
-        scope = None
+    """The evidence rule on ``found``; insufficient evidence escalates once: to the book's own name for a
+    name it spells otherwise (``_alias``), else to the router's suggested queries (``_escalated``). A
+    question for someone's thing no passage names is insufficient too (``_unheld_relation``).
+    ``alias_only``: a clause routed to other sources too is supported only through a book's own name for
+    one of its names (else those sources answer it)."""
+    clause = route.question
+    notes = list(found.notes)
+    ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
+    escalated, aliases = False, cast(tuple[tuple[str, str], ...], ())
+    top = [h.text for h in (*found.lexical[:10], *found.semantic[:10])]
+    if not ok and tools.budget.left > 0:
+        alias = _alias(tools, missing_names(clause, top), found.semantic)
+        if alias is not None:
+            asked = re.sub(re.escape(alias[0]).replace(r"\ ", r"\W+"), alias[1], clause, flags=re.IGNORECASE)
+            more = _book_hits(tools, asked, found.scope, k, 0.0)
+            if _sufficient(asked, more.lexical, more.semantic, min_coverage, min_similarity):
+                escalated, ok, aliases = True, True, (alias,)
+                found = replace(more, searched=(*found.searched, *more.searched))
+                notes.append(f'The book calls {alias[0]} "{alias[1]}"')
+        else:
+            more, more_notes = _escalated(tools, found, route.suggested_queries, k)
+            if more is not found:
+                escalated, found = True, more
+                ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
+            notes.extend(more_notes)
     missing: tuple[str, ...] = ()
-    if not ok and (lexical or semantic):
-        missing = _missing_names(clause, [h.text for h in (*lexical[:10], *semantic[:10])])
+    if not ok and (found.lexical or found.semantic):
+        missing = missing_names(clause, [h.text for h in (*found.lexical[:10], *found.semantic[:10])])
         if missing:
             notes.append(f"Not in the books searched: {', '.join(missing)}")
-    primary, secondary = found.get(plan[0], ()), found.get(plan[1], ())
-    hits = _fused(primary, secondary, weight, k)
-    return BookEvidence(hits, kind, scope, tuple(searched), ok and bool(hits), widened, tuple(notes), missing)
+    if alias_only and not aliases:
+        ok = False
+    unheld = _unheld_relation(clause, [h.text for h in found.hits[:k]]) if ok else None
+    if unheld is not None:
+        ok = False
+        notes.append(unheld)
+    hits = tuple(found.hits[:k])
+    return BookEvidence(
+        hits, kind, found.scope, found.searched, ok and bool(hits), escalated, tuple(notes), missing, aliases
+    )
+
+
+def _reranked(
+    found: BookHits, order: Callable[[str, list[str]], list[int]], depth: int, what: str
+) -> BookHits:
+    """``found`` with its first ``depth`` hits in the order ``order(question, texts)`` gives (0-based
+    indexes); the incoming order and a note when the stage cannot run."""
+    top = list(found.hits[: max(1, depth)])
+    if len(top) < 2:
+        return found
+    try:
+        ranks = order(found.question, [h.text for h in top])
+    except RerankError as exc:
+        return replace(found, notes=(*found.notes, f"{what} rerank unavailable ({exc}): search order kept"))
+    reordered = tuple(top[i] for i in ranks)
+    return replace(found, hits=(*reordered, *found.hits[len(top) :]))
+
+
+def _cross_encoder_order(model: str | None) -> Callable[[str, list[str]], list[int]]:
+    def order(question: str, texts: list[str]) -> list[int]:
+        scores = cross_encoder_scores(model, question, texts)
+        return sorted(range(len(texts)), key=lambda i: (-scores[i], i))
+
+    return order
 
 
 # --- nodes -------------------------------------------------------------------------------------------
@@ -330,13 +365,20 @@ def _tools(
     session: object,
     search_k: int,
     summarizer: LLMSummarizer | None,
+    fusion: HitFusion,
 ) -> BookTools:
     maps: dict[str, ConceptMap] = {b: m for b, m in concept_maps.items() if m is not None}
     sess = session if isinstance(session, Session) else Session()
-    return BookTools(book_stores, maps, encoder, tool_budget, sess, summarizer=summarizer, k=int(search_k))
+    return BookTools(
+        book_stores, maps, encoder, tool_budget, sess, summarizer=summarizer, k=int(search_k), fusion=fusion
+    )
 
 
-@config.when(llm="none")
+def _fusion(weight: float | int, rrf_k: int, name: str) -> HitFusion:
+    return HitFusion(name, float(weight), int(rrf_k))
+
+
+@config.when(llm="none", hybrid_fusion="convex")
 def book_tools__none(
     book_stores: dict,
     concept_maps: dict,
@@ -344,13 +386,31 @@ def book_tools__none(
     tool_budget: ToolBudget,
     session: object,
     search_k: int = 10,
+    hybrid_lexical_weight: float | int = 0.7,
 ) -> BookTools:
-    """The book tools over every library book, counted by the question's budget, cached in the session;
-    chapter summaries and synopses are extractive."""
-    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None)
+    """The book tools over every library book, counted by the question's budget, cached in the session,
+    searching as ``folio search`` does (convex fusion); chapter summaries and synopses are extractive."""
+    fusion = _fusion(hybrid_lexical_weight, 60, "convex")
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None, fusion)
 
 
-@config.when(llm="openai")
+@config.when(llm="none", hybrid_fusion="rrf")
+def book_tools__none_rrf(
+    book_stores: dict,
+    concept_maps: dict,
+    encoder: object,
+    tool_budget: ToolBudget,
+    session: object,
+    search_k: int = 10,
+    hybrid_lexical_weight: float | int = 0.7,
+    hybrid_rrf_k: int = 60,
+) -> BookTools:
+    """``book_tools__none`` searching as ``folio search`` does with ``hybrid_fusion: rrf``."""
+    fusion = _fusion(hybrid_lexical_weight, hybrid_rrf_k, "rrf")
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, None, fusion)
+
+
+@config.when(llm="openai", hybrid_fusion="convex")
 def book_tools__openai(
     book_stores: dict,
     concept_maps: dict,
@@ -359,12 +419,33 @@ def book_tools__openai(
     session: object,
     llm_client: OpenAIChatClient,
     search_k: int = 10,
+    hybrid_lexical_weight: float | int = 0.7,
 ) -> BookTools:
-    """The book tools over every library book, counted by the question's budget, cached in the session;
-    chapter summaries and synopses are map-reduce by the question's LLM client, each of its calls spent
-    from the same budget (extractive when too few are left)."""
+    """The book tools over every library book, counted by the question's budget, cached in the session,
+    searching as ``folio search`` does (convex fusion); chapter summaries and synopses are map-reduce by
+    the question's LLM client, each of its calls spent from the same budget (extractive when too few are
+    left)."""
     summarizer = LLMSummarizer(llm_client, budget=tool_budget)
-    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer)
+    fusion = _fusion(hybrid_lexical_weight, 60, "convex")
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer, fusion)
+
+
+@config.when(llm="openai", hybrid_fusion="rrf")
+def book_tools__openai_rrf(
+    book_stores: dict,
+    concept_maps: dict,
+    encoder: object,
+    tool_budget: ToolBudget,
+    session: object,
+    llm_client: OpenAIChatClient,
+    search_k: int = 10,
+    hybrid_lexical_weight: float | int = 0.7,
+    hybrid_rrf_k: int = 60,
+) -> BookTools:
+    """``book_tools__openai`` searching as ``folio search`` does with ``hybrid_fusion: rrf``."""
+    summarizer = LLMSummarizer(llm_client, budget=tool_budget)
+    fusion = _fusion(hybrid_lexical_weight, hybrid_rrf_k, "rrf")
+    return _tools(book_stores, concept_maps, encoder, tool_budget, session, search_k, summarizer, fusion)
 
 
 def book_questions(
@@ -383,76 +464,112 @@ def book_questions(
 
 
 def _whole_book_evidence(
-    tools: BookTools, question: str, k: int, weight: float, min_coverage: float, min_similarity: float
+    tools: BookTools, question: str, k: int, min_coverage: float, min_similarity: float
 ) -> BookEvidence:
-    return _evidence(tools, question, question_kind(question), None, k, weight, min_coverage, min_similarity)
+    found = _book_hits(tools, question, None, k, 0.0)
+    route = RouteDecision("BOOK", 1.0, (question,), tuple(tools.stores), "", question)
+    return _judged(tools, route, question_kind(question), found, k, min_coverage, min_similarity)
 
 
 @config.when(answer_mode="agent")
 def fallback_evidence__agent(
     search_k: int = 10,
-    primary_search_weight: float | int = 0.65,
     evidence_min_coverage: float | int = 0.8,
     evidence_min_similarity: float | int = 0.44,
 ) -> Callable[[BookTools, str], BookEvidence]:
     """The agent's fallback search ``(tools, question) -> evidence``: the question searched in the whole
-    books and judged by the evidence rule, run on the agent's tools and budget when it cites nothing."""
+    books as ``folio search`` does and judged by the evidence rule, run on the agent's tools and budget
+    when it cites nothing."""
     return partial(
         _whole_book_evidence,
         k=int(search_k),
-        weight=float(primary_search_weight),
         min_coverage=float(evidence_min_coverage),
         min_similarity=float(evidence_min_similarity),
     )
 
 
-@config.when(answer_mode="pipeline")
-def question_kinds__pipeline(book_questions: tuple[RouteDecision, ...]) -> tuple[str, ...]:
-    """Each book clause's kind: "concrete" or "conceptual"."""
-    return tuple(question_kind(r.question) for r in book_questions)
+def _clause_scope(tools: BookTools, clause: str, max_chapters: int) -> tuple[str, ...] | None:
+    """The clause's candidate chapters from one concept-map lookup (None: none to boost)."""
+    try:
+        lookup = tools.concept_map_lookup(clause)
+    except BudgetExceeded:
+        lookup = ()
+    return _scope(lookup, max_chapters)
 
 
 @config.when(answer_mode="pipeline")
-def book_scopes__pipeline(
-    book_questions: tuple[RouteDecision, ...], book_tools: BookTools, scope_max_chapters: int = 8
-) -> tuple[tuple[str, ...] | None, ...]:
-    """Each book clause's candidate chapters from one concept-map lookup (None = whole books)."""
-    out: list[tuple[str, ...] | None] = []
+def book_hits__pipeline(
+    book_questions: tuple[RouteDecision, ...],
+    book_tools: BookTools,
+    search_k: int = 10,
+    scope_boost: float | int = 0.1,
+    scope_max_chapters: int = 8,
+) -> tuple[BookHits, ...]:
+    """Each book clause searched as ``folio search`` searches it (same lists, fusion, depth and
+    tie-breaks) over all its routed books; the candidate chapters of one concept-map lookup (the scope)
+    raised by ``scope_boost``, never searched alone."""
+    out = []
     for r in book_questions:
-        try:
-            lookup = book_tools.for_books(r.book_ids).concept_map_lookup(r.question)
-        except BudgetExceeded:
-            lookup = ()
-        out.append(_scope(lookup, int(scope_max_chapters)))
+        tools = book_tools.for_books(r.book_ids)
+        scope = _clause_scope(tools, r.question, int(scope_max_chapters))
+        out.append(_book_hits(tools, r.question, scope, int(search_k), float(scope_boost)))
     return tuple(out)
+
+
+@config.when(rerank="none", answer_mode="pipeline")
+def ranked_hits__none(book_hits: tuple[BookHits, ...]) -> tuple[BookHits, ...]:
+    """The hits in the search's order (``rerank: none``)."""
+    return book_hits
+
+
+@config.when(rerank="cross_encoder", answer_mode="pipeline")
+def ranked_hits__cross_encoder(
+    book_hits: tuple[BookHits, ...], rerank_model: str | None = None, rerank_depth: int = 20
+) -> tuple[BookHits, ...]:
+    """Each clause's first ``rerank_depth`` hits ordered by the cross-encoder ``rerank_model``; the
+    search's order, with a note, when it cannot run."""
+    order = _cross_encoder_order(rerank_model)
+    return tuple(_reranked(found, order, int(rerank_depth), "cross-encoder") for found in book_hits)
+
+
+@config.when(rerank="llm", answer_mode="pipeline")
+def ranked_hits__llm(
+    book_hits: tuple[BookHits, ...], llm_client: OpenAIChatClient, rerank_depth: int = 20
+) -> tuple[BookHits, ...]:
+    """Each clause's first ``rerank_depth`` hits ordered by one bounded LLM call (ids only, validated);
+    the search's order, with a note, when the call fails or its reply is invalid."""
+    order = partial(llm_order, llm_client)
+    return tuple(_reranked(found, order, int(rerank_depth), "LLM") for found in book_hits)
 
 
 @config.when(answer_mode="pipeline")
 def book_evidence__pipeline(
     book_questions: tuple[RouteDecision, ...],
-    question_kinds: tuple[str, ...],
-    book_scopes: tuple[tuple[str, ...] | None, ...],
+    ranked_hits: tuple[BookHits, ...],
     book_tools: BookTools,
+    source_plan: tuple[tuple[str, str], ...],
     search_k: int = 10,
-    primary_search_weight: float | int = 0.65,
     evidence_min_coverage: float | int = 0.8,
     evidence_min_similarity: float | int = 0.44,
 ) -> tuple[BookEvidence, ...]:
-    """Each book clause's evidence: the clause itself searched in scope, widened once when insufficient (an
-    LLM router's suggested queries are not searched: the evidence rule judges what the user asked); a
-    clause pointing back with a pronoun to names the clause before it missed is insufficient too."""
+    """Each book clause's evidence: its ranked hits judged by the evidence rule; insufficient evidence
+    escalates once (the router's suggested queries searched in the whole books); a clause pointing back
+    with a pronoun to names the clause before it missed is insufficient too. A clause not routed to the
+    books that the plan also sends to another source is supported only through a book's own name for one
+    of its names ("Little Red Riding Hood" as "Little Red-Cap"): otherwise that source answers it."""
+    elsewhere = {clause for source, clause in source_plan if source != "book"}
     evidence = tuple(
-        _evidence(
+        _judged(
             book_tools.for_books(r.book_ids),
-            r.question,
-            kind,
-            scope,
+            r,
+            question_kind(r.question),
+            found,
             int(search_k),
-            float(primary_search_weight),
             float(evidence_min_coverage),
             float(evidence_min_similarity),
+            r.route != "BOOK" and r.question in elsewhere,
         )
-        for r, kind, scope in zip(book_questions, question_kinds, book_scopes, strict=True)
+        for r, found in zip(book_questions, ranked_hits, strict=True)
     )
     return _names_carried([r.question for r in book_questions], evidence)
 

@@ -18,48 +18,20 @@ Config keys: ``search_mode`` (lexical | semantic | hybrid | bm25s | dense_exact)
 (convex | rrf), ``hybrid_lexical_weight``, ``hybrid_rrf_k``, ``search_k``.
 Inputs: ``query``, ``book_stores`` (opened by the caller), ``chapter_ids`` (None = whole books).
 Lexical and semantic search make one lookup per library (``book_store.scopes``), whatever the number
-of books: term statistics are library-wide. Limitations: the two baselines stay per book.
+of books: term statistics are library-wide. Depth, merge tie-break and fusion are the shared helpers of
+``nodes/scores.py`` (``ranked_lexical``, ``ranked_semantic``, ``HitFusion``), which the ask book flow and
+the book tools (agent, MCP) run too: one retrieval path. Limitations: the two baselines stay per book.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends import baselines
-from folio.nodes.backends.book_store import scopes
 from folio.nodes.backends.encoder import Encoder
-from folio.nodes.scores import fuse_convex
+from folio.nodes.scores import HitFusion, merge_ranked, ranked_lexical, ranked_semantic
 from folio.nodes.types import Hit
-
-
-def _depth(k: int) -> int:
-    """How deep each list is retrieved before fusion or cutting."""
-    return max(3 * k, 30)
-
-
-def _merge(per_book: Sequence[Sequence[Hit]], k: int) -> tuple[Hit, ...]:
-    hits = [h for hs in per_book for h in hs]
-    hits.sort(key=lambda h: (-h.score, h.book_id, h.start, h.chunk_id))
-    return tuple(hits[:k])
-
-
-def _fuse_rrf(
-    lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float, rrf_k: int, k: int
-) -> tuple[Hit, ...]:
-    """Weighted reciprocal rank fusion (``weight`` on the lexical list, ``1 - weight`` on the semantic)."""
-    scores: dict[tuple[str, str], float] = {}
-    by_key: dict[tuple[str, str], Hit] = {}
-    for w, hits in ((weight, lexical), (1.0 - weight, semantic)):
-        for rank, h in enumerate(hits):
-            key = (h.book_id, h.chunk_id)
-            scores[key] = scores.get(key, 0.0) + w / (rrf_k + rank + 1)
-            by_key.setdefault(key, h)
-    order = sorted(scores, key=lambda key: (-scores[key], by_key[key].book_id, by_key[key].start))
-    return tuple(replace(by_key[key], score=scores[key]) for key in order[:k])
 
 
 def query_vector(query: str, encoder: Encoder) -> np.ndarray:
@@ -71,18 +43,14 @@ def lexical_hits(
     query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
 ) -> tuple[Hit, ...]:
     """bm25-ranked chunks of the books, one lookup per library."""
-    depth = _depth(search_k)
-    return _merge([i.lexical(query, depth, ids, chapter_ids) for i, ids in scopes(book_stores)], depth)
+    return ranked_lexical(book_stores, query, search_k, chapter_ids)
 
 
 def semantic_hits(
     query_vector: np.ndarray, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
 ) -> tuple[Hit, ...]:
     """Cosine-ranked chunks of the books, one lookup per library."""
-    depth = _depth(search_k)
-    return _merge(
-        [i.semantic(query_vector, depth, ids, chapter_ids) for i, ids in scopes(book_stores)], depth
-    )
+    return ranked_semantic(book_stores, query_vector, search_k, chapter_ids)
 
 
 @config.when(search_mode="lexical")
@@ -105,7 +73,7 @@ def search_results__hybrid(
     search_k: int = 10,
 ) -> tuple[Hit, ...]:
     """Top-k of the convex combination of normalised lexical and semantic scores."""
-    return fuse_convex(lexical_hits, semantic_hits, float(hybrid_lexical_weight), search_k)
+    return HitFusion("convex", float(hybrid_lexical_weight))(lexical_hits, semantic_hits, search_k)
 
 
 @config.when(search_mode="hybrid", hybrid_fusion="rrf")
@@ -117,7 +85,8 @@ def search_results__rrf(
     search_k: int = 10,
 ) -> tuple[Hit, ...]:
     """Top-k of weighted reciprocal rank fusion."""
-    return _fuse_rrf(lexical_hits, semantic_hits, float(hybrid_lexical_weight), int(hybrid_rrf_k), search_k)
+    fusion = HitFusion("rrf", float(hybrid_lexical_weight), int(hybrid_rrf_k))
+    return fusion(lexical_hits, semantic_hits, search_k)
 
 
 @config.when(search_mode="bm25s")
@@ -126,7 +95,7 @@ def search_results__bm25s(
 ) -> tuple[Hit, ...]:
     """Top-k chunks by plain BM25 (the bm25s library) over every store, merged; no encoder needed."""
     baselines.require_bm25s()
-    return _merge([baselines.bm25_hits(s, query, search_k, chapter_ids) for s in book_stores], search_k)
+    return merge_ranked([baselines.bm25_hits(s, query, search_k, chapter_ids) for s in book_stores], search_k)
 
 
 @config.when(search_mode="dense_exact")
@@ -134,6 +103,6 @@ def search_results__dense_exact(
     query_vector: np.ndarray, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
 ) -> tuple[Hit, ...]:
     """Top-k chunks by exact cosine between the query and each chunk's mean window vector, merged."""
-    return _merge(
+    return merge_ranked(
         [baselines.dense_hits(s, query_vector, search_k, chapter_ids) for s in book_stores], search_k
     )

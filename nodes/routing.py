@@ -39,7 +39,9 @@ Config keys: ``llm`` (variant), ``max_tool_calls`` (the question's ``tool_budget
 Limitations: lexical evidence uses per-book bm25, so a very large book
 can win weak lexical ties; the router never reads chapter text beyond the top chunk of each book; the
 name rule reads names by capitals (a name that is also a common word, "Hearts", is held by many books
-and decides nothing alone) and needs the name spelled as in the book.
+and decides nothing alone) and needs the name spelled as in the book, or held by the book's best
+chunk for the clause by the evidence rule's name test (``scores.missing_names``: "Red-Headed League"
+by "the Redheaded League").
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from hamilton.function_modifiers import config
 from folio.nodes.backends.book_store import scopes
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.tools import BookTools, BudgetExceeded, ToolBudget
+from folio.nodes.scores import missing_names
 from folio.nodes.text import (
     STOPWORDS,
     base_words,
@@ -349,6 +352,12 @@ def _deterministic(
     for index, ids in scopes([stores[b.book_id] for b in catalog]):  # one lookup per library
         top.update((h.book_id, h.text) for h in index.lexical(clause, 1, ids, per_book=True))
         holders.update((n, holders.get(n, frozenset()) | index.books_holding(n, ids)) for n in names)
+    for book_id, text in top.items():  # a name the book spells otherwise: the evidence rule's name test
+        unheld = [n for n in names if book_id not in holders.get(n, frozenset())]
+        missing = set(missing_names(clause, [text])) if unheld else set()
+        for n in unheld:
+            if " ".join(tokens(n)) not in missing:
+                holders[n] = holders.get(n, frozenset()) | {book_id}
     held: dict[str, frozenset[str]] = {}
     for book in catalog:
         signal, why = _book_signal(book, clause, concept_maps.get(book.book_id), top.get(book.book_id, ""))

@@ -2,9 +2,14 @@
 
 ``rank_candidates``: the Kiwix scoring table — every candidate, from every path, gets the same additive
 score (the ``scored_candidates`` node of ``nodes/scoring.py``, and the Kiwix book selection in
-``nodes/kiwix.py``, which ranks each book's first results by it). ``fuse_convex``: the convex blend of
-max-normalised lexical and semantic scores (the hybrid search of ``nodes/retrieval.py`` and the book
-flow of ``nodes/book_tools.py``).
+``nodes/kiwix.py``, which ranks each book's first results by it).
+
+The one retrieval path (issue 27): ``search_depth``, ``ranked_lexical``/``ranked_semantic`` (one lookup
+per library, each list ``search_depth(k)`` deep, merged by ``merge_ranked``'s tie-break) and
+``HitFusion`` (``fuse_convex``: the convex blend of max-normalised lexical and semantic scores, or
+``fuse_rrf``) are what every search runs: ``folio search``, HTTP ``/api/search`` and the eval (the search
+DAG, ``nodes/retrieval.py``), the ask book flow (``nodes/book_tools.py``) and the book tools of the agent
+and the MCP server (``nodes/backends/tools.py``).
 
 The Kiwix table. Signals (points; each recorded in the candidate's breakdown when it fires):
 
@@ -46,14 +51,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
+from folio.nodes.backends.book_store import scopes
 from folio.nodes.text import (
+    base_word,
     base_words,
+    content_words,
     fold,
     is_definitional,
+    named_phrases,
     plural_stem,
+    stem,
     strip_html,
+    tokens,
 )
 from folio.nodes.types import Candidate, Hit, ScoredCandidate
 
@@ -205,3 +217,155 @@ def fuse_convex(lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float, 
     return tuple(
         replace(h, score=s, signals=(("lexical", ls), ("semantic", ss))) for s, ls, ss, h in fused[:k]
     )
+
+
+def fuse_rrf(
+    lexical: Sequence[Hit], semantic: Sequence[Hit], weight: float, rrf_k: int, k: int
+) -> tuple[Hit, ...]:
+    """Weighted reciprocal rank fusion (``weight`` on the lexical list, ``1 - weight`` on the semantic)."""
+    scores: dict[tuple[str, str], float] = {}
+    by_key: dict[tuple[str, str], Hit] = {}
+    for w, hits in ((weight, lexical), (1.0 - weight, semantic)):
+        for rank, h in enumerate(hits):
+            key = (h.book_id, h.chunk_id)
+            scores[key] = scores.get(key, 0.0) + w / (rrf_k + rank + 1)
+            by_key.setdefault(key, h)
+    order = sorted(scores, key=lambda key: (-scores[key], by_key[key].book_id, by_key[key].start))
+    return tuple(replace(by_key[key], score=scores[key]) for key in order[:k])
+
+
+def search_depth(k: int) -> int:
+    """How deep each list (lexical, semantic) is retrieved before fusion or cutting to ``k``."""
+    return max(3 * int(k), 30)
+
+
+def merge_ranked(per_book: Sequence[Sequence[Hit]], k: int) -> tuple[Hit, ...]:
+    """The best ``k`` of several ranked lists: score, then book, offset and chunk id (the one tie-break)."""
+    hits = [h for hs in per_book for h in hs]
+    hits.sort(key=lambda h: (-h.score, h.book_id, h.start, h.chunk_id))
+    return tuple(hits[:k])
+
+
+def ranked_lexical(
+    stores: Sequence[Any], query: str, k: int, chapter_ids: Sequence[str] | None
+) -> tuple[Hit, ...]:
+    """bm25-ranked chunks of ``stores`` (in ``chapter_ids``), ``search_depth(k)`` deep, one lookup per
+    library."""
+    depth = search_depth(k)
+    return merge_ranked([i.lexical(query, depth, ids, chapter_ids) for i, ids in scopes(stores)], depth)
+
+
+def ranked_semantic(
+    stores: Sequence[Any], vector: Any, k: int, chapter_ids: Sequence[str] | None
+) -> tuple[Hit, ...]:
+    """Cosine-ranked chunks of ``stores`` (in ``chapter_ids``), ``search_depth(k)`` deep, one lookup per
+    library."""
+    depth = search_depth(k)
+    return merge_ranked([i.semantic(vector, depth, ids, chapter_ids) for i, ids in scopes(stores)], depth)
+
+
+@dataclass(frozen=True)
+class HitFusion:
+    """How a lexical and a semantic list become one: ``convex`` (``fuse_convex``) or ``rrf``
+    (``fuse_rrf``), ``weight`` on the lexical list (``hybrid_lexical_weight``)."""
+
+    name: str = "convex"
+    weight: float = 0.7
+    rrf_k: int = 60
+
+    def __call__(self, lexical: Sequence[Hit], semantic: Sequence[Hit], k: int) -> tuple[Hit, ...]:
+        if self.name == "rrf":
+            return fuse_rrf(lexical, semantic, float(self.weight), int(self.rrf_k), int(k))
+        return fuse_convex(lexical, semantic, float(self.weight), int(k))
+
+
+# --- names held by a text: the evidence rule's names (book flow) and a Kiwix citation's subject ---
+
+
+def name_phrases(question: str) -> tuple[str, ...]:
+    """The question's names as written (``named_phrases``); a lone capitalised first word is the
+    sentence's capital, not a name ("Describe the wolf")."""
+    found = tokens(question)
+    first = fold(found[0]) if found else ""
+    return tuple(phrase for phrase in named_phrases(question) if " " in phrase or fold(phrase) != first)
+
+
+def names_in(question: str) -> tuple[tuple[str, ...], ...]:
+    """The question's names (``name_phrases``) as their words."""
+    return tuple(tuple(tokens(phrase)) for phrase in name_phrases(question))
+
+
+def _near(word: str, known: set[str], names: set[str]) -> bool:
+    """``word`` is in ``known``, or (5+ letters) one slip away from a word of ``names`` (a letter added,
+    dropped, changed or two swapped: "Jemina" for "Jemima", "Issac" for "Isaac"); slips are forgiven
+    against names only, so "Bennet" is not held by "bonnet" nor "Harry" by "carry"."""
+    if word in known:
+        return True
+    if len(word) < 5:
+        return False
+    return any(abs(len(k) - len(word)) <= 1 and one_edit(word, k) for k in names)
+
+
+def one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by at most one insertion, deletion, substitution or transposition."""
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if len(a) == len(b):
+        return a[i + 1 :] == b[i + 1 :] or (a[i : i + 2] == b[i : i + 2][::-1] and a[i + 2 :] == b[i + 2 :])
+    return a[i:] == b[i + 1 :]
+
+
+def missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
+    """The question's names that the evidence ``texts`` do not hold. A name is held when one text holds
+    each of its content words (light stems, any case; one slip after the first two letters forgiven
+    against a name there; "Long John Silver" is not held by "long" in one chunk, "John" in another and
+    "silver" in a third)
+    and its last word there capitalised, as a name, or the whole name there as consecutive words
+    ("Captain Hook" is not held by a text about a captain and his hooks; "Red-Headed League" is held by
+    "the Redheaded League", "Puddle-Ducks" by "Puddle-ducks")."""
+    names = names_in(question)
+    if not names:
+        return ()
+    spellings = {name: _spellings(name) for name in names}
+    wanted = [stem(w) for forms in spellings.values() for f in forms for w in content_words(" ".join(f))]
+    prefixes = {w[:2] for w in wanted}
+    held_by = [_name_words(text, prefixes) for text in texts]
+    return tuple(
+        " ".join(name)
+        for name in names
+        if not any(
+            _holds(text, form, *found)
+            for text, found in zip(texts, held_by, strict=True)
+            for form in spellings[name]
+        )
+    )
+
+
+def _spellings(name: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """A name as written and with two neighbouring words written as one ("Red Headed League" is also
+    "Redheaded League": a hyphenated compound a book spells closed)."""
+    joined = [(*name[:i], name[i] + name[i + 1].lower(), *name[i + 2 :]) for i in range(len(name) - 1)]
+    return (name, *joined)
+
+
+def _holds(text: str, name: tuple[str, ...], words: set[str], capitalised: set[str]) -> bool:
+    """Whether ``text`` (its ``_name_words``) holds ``name`` (see ``missing_names``)."""
+    head = name[-1]
+    as_name = not head.isalpha() or _near(stem(fold(head)), capitalised, capitalised)
+    if not as_name:
+        phrase = re.compile(r"\b" + r"\W+".join(re.escape(t) for t in name) + r"\b", re.IGNORECASE)
+        if not phrase.search(text):
+            return False
+    return all(_near(stem(w), words, capitalised) for w in content_words(" ".join(name)))
+
+
+def _name_words(text: str, prefixes: set[str]) -> tuple[set[str], set[str]]:
+    """The words of ``text`` that may hold a name's words (those opening with one of ``prefixes``), as
+    light stems of their base forms: all of them, and the capitalised ones."""
+    seen = {tok for tok in tokens(text) if tok[:2].lower() in prefixes}
+    words = {stem(base_word(fold(tok))) for tok in seen}
+    capitalised = {stem(base_word(fold(tok))) for tok in seen if tok[0].isupper()}
+    return words, capitalised

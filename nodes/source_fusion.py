@@ -10,6 +10,10 @@ router named for it (``RouteDecision.sources``: validated, de-duplicated, capped
 ``fusion_max_sources``) among the enabled sources that can answer (Kiwix when it has a book to search,
 ``kiwix_ready``; web and news when ``searxng_url`` is set); to every one of those when the router named
 none (the deterministic router never does) or none of its names is enabled; to the books when none can.
+A non-BOOK clause with names goes to the books too (first): a book may tell it under another name
+("Little Red Riding Hood" is Grimm's "Little Red-Cap"), which the book flow accepts only through that
+other name (``book_tools._alias``); a clause the books answer is not asked of Kiwix (issue 27: routing
+by evidence).
 
 Kiwix query (``kiwix_query``): the clauses the plan sends to Kiwix, in the question's order, then the
 BOOK clauses the books refused (no supporting evidence: "When does the Moon block out the Sun?" shares
@@ -58,6 +62,10 @@ Several results of one source for one clause stay separate sections: the Kiwix s
 per book that answers (its passage, labelled "TITLE › SECTION", cited with the article's URL and
 section), so a multi-book Kiwix answer has one level of headers and each book is cut on its own.
 
+Subject (issue 27): a Kiwix passage is cited only when its article (title and passage) holds one of the
+question's names ("Why did the Red-Headed League dissolve?" never cites the Termites article); an
+article that does not is a note, and a Kiwix result left with none says which archives were searched.
+
 Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is then false and
 ``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
 ``fusion_timeout_seconds``, ``fusion_max_chars_per_source``, ``ask_deadline_seconds``, ``searxng_url``,
@@ -77,6 +85,7 @@ from hamilton.function_modifiers import config, hamilton_exclude
 from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.backends.searxng import SearxngSource
 from folio.nodes.backends.tools import PendingJobs, shared_pool
+from folio.nodes.scores import missing_names, name_phrases, names_in
 from folio.nodes.text import sentences as _sentence_spans
 from folio.nodes.text import stems, truncate
 from folio.nodes.types import (
@@ -266,13 +275,20 @@ def _fuse_results(
 
 def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     """A Kiwix result as fusion sources: one per book that answers (its passage, labelled "TITLE ›
-    SECTION", cited with the article's URL and section); one empty result when no book answers. The
+    SECTION", cited with the article's URL and section) and whose article holds the question's subject
+    (``_holds_subject``); one empty result, labelled with the archives searched, when none does. The
     books that could not be opened or searched (a damaged ZIM) are notes on each."""
-    sections = result.context.sections
     notes = tuple(f"kiwix: {book}: {reason}" for book, reason in result.errors)
+    sections = [s for s in result.context.sections if _holds_subject(result.query, s.title, s.text)]
+    notes += tuple(
+        f"kiwix: {s.title!r} does not hold the question's subject ({_subject(result.query)}): not cited"
+        for s in result.context.sections
+        if s not in sections
+    )
     if not sections:
-        text = result.context.text or "no results found"
-        return (SourceResult("kiwix", "kiwix", text, (), None, result.query, notes),)
+        text = "no results found" if result.context.sections else (result.context.text or "no results found")
+        label = ", ".join(result.searched_books) or "kiwix"  # the archives searched, for the refusal
+        return (SourceResult("kiwix", label, text, (), None, result.query, notes),)
     out = []
     for s in sections:
         citation = Citation(
@@ -281,6 +297,18 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
         label = f"{s.title} › {s.section}" if s.section else s.title
         out.append(SourceResult("kiwix", label or "kiwix", s.text, (citation,), None, result.query, notes))
     return tuple(out)
+
+
+def _subject(query: str) -> str:
+    return ", ".join(name_phrases(query))
+
+
+def _holds_subject(query: str, title: str, passage: str) -> bool:
+    """Whether an article (its title and cited passage) holds the question's subject: at least one of the
+    query's names (``scores.missing_names``: "Termites" does not hold "Red-Headed League"); a query
+    without names has no subject to check."""
+    names = names_in(query)
+    return not names or len(missing_names(query, [f"{title}\n{passage}"])) < len(names)
 
 
 # --- nodes ---------------------------------------------------------------------------------------------
@@ -336,6 +364,8 @@ def source_plan(
     for r in routes:
         named = tuple(s for s in source_names(r.sources, fusion_max_sources) if s in external)
         targets = ("book",) if r.route == "BOOK" or not external else (named or external)
+        if targets and targets[0] != "book" and names_in(r.question):
+            targets = ("book", *targets)  # the books may spell its names otherwise (book_tools._alias)
         jobs.extend((s, r.question) for s in targets)
     return tuple(dict.fromkeys(jobs))
 
@@ -344,7 +374,8 @@ def _kiwix_clauses(
     plan: Sequence[tuple[str, str]], book_results: Sequence[SourceResult], escalate: bool
 ) -> tuple[str, ...]:
     """The clauses the plan sends to Kiwix, then (``escalate``) the book clauses the books refused."""
-    planned = [clause for source, clause in plan if source == "kiwix"]
+    answered = {r.clause for r in book_results if r.citations and not _is_refusal(r.text)}
+    planned = [clause for source, clause in plan if source == "kiwix" and clause not in answered]
     refused = [r.clause for r in book_results if escalate and r.clause and _is_refusal(r.text)]
     return tuple(dict.fromkeys([*planned, *refused]))
 

@@ -778,6 +778,22 @@ class Citation:
 
 
 @dataclass(frozen=True)
+class BookHits:
+    """What one search of the books found (``folio search``'s ranking): the fused hits, best first, and
+    the lexical and semantic lists they were fused from (each ``search_depth(k)`` deep), the chapters
+    boosted (None: none), one line per search made, and notes (a rerank that fell back, semantic search
+    unavailable)."""
+
+    question: str
+    hits: tuple[Hit, ...]
+    lexical: tuple[Hit, ...]
+    semantic: tuple[Hit, ...]
+    scope: tuple[str, ...] | None = None
+    searched: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class BookEvidence:
     """What the book flow retrieved: hits best first, where it looked and whether it is enough."""
 
@@ -789,6 +805,7 @@ class BookEvidence:
     widened: bool = False
     notes: tuple[str, ...] = ()
     missing_names: tuple[str, ...] = ()  # the clause's names no evidence text holds (when insufficient)
+    aliases: tuple[tuple[str, str], ...] = ()  # (the question's name, the book's name for it)
 
 
 @dataclass(frozen=True)
@@ -872,4 +889,5 @@ class BookOutcome:
 SEMANTIC_UNAVAILABLE = "Semantic search unavailable"
 
 
-NO_RESULTS = "No results returned from any source in fusion query."
+# What an answer says when no source answered (followed by what was searched, ``nodes.answering``).
+NO_RESULTS = "I could not find support for this in the sources searched."

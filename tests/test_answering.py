@@ -20,11 +20,12 @@ from folio.nodes.answering import (
     _invalid_tool_call,
     _located,
     _not_found,
+    _refusal,
     _reply_text,
     _whole_sentences,
 )
 from folio.nodes.reading import Passage, Quote, read_book
-from folio.nodes.types import Hit
+from folio.nodes.types import NO_RESULTS, Hit, SourceResult
 from tests.servers import Reply, ScriptedLLMServer
 
 
@@ -62,6 +63,20 @@ def test_extractive_answer_keeps_to_max_words_and_book_order() -> None:
 def test_not_found_answer_says_what_was_searched() -> None:
     text = _not_found(["text_search('x') in whole book(s): 0 hit(s)"])
     assert text.startswith(NOT_FOUND) and "text_search('x')" in text
+
+
+def test_a_refusal_names_the_books_and_archives_searched_and_for_what() -> None:
+    searched = "- search('q') in the whole of The Adventures of Sherlock Holmes: 10 hit(s)"
+    book = SourceResult("book", "Sherlock", f"{NOT_FOUND}\nSearched:\n{searched}", clause="q")
+    kiwix = SourceResult("kiwix", "wikipedia_en_100_mini_2022-10", "no results found", clause="q")
+    assert _refusal([book, kiwix]).splitlines() == [
+        NOT_FOUND,
+        "Searched:",
+        searched,
+        "- kiwix (wikipedia_en_100_mini_2022-10) for 'q': no results found",
+    ]
+    assert _refusal([kiwix]).splitlines()[0] == NO_RESULTS
+    assert _refusal([]).splitlines() == [NO_RESULTS, "Searched:", "- nothing (no source could run)"]
 
 
 def test_llm_markers_map_to_passages_in_order_of_use() -> None:
@@ -280,7 +295,8 @@ def test_agent_citing_nothing_for_an_absent_subject_lists_whole_searches(fairyta
     lines = answer.answer.splitlines()
     assert lines[0] == NOT_FOUND and lines[1] == "Searched:"
     searched = lines[2:]
-    assert searched and all(line.startswith(("- text_search(", "- semantic_search(")) for line in searched)
+    assert searched and all(line.startswith("- search(") for line in searched)
+    assert all("The Great Big Treasury of Beatrix Potter" in line for line in searched)  # which books
     assert all(question[:-1] in line for line in searched)
     assert not answer.citations
 

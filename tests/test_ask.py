@@ -108,15 +108,21 @@ def test_compound_question_goes_to_book_and_kiwix(fairytale_library: Path) -> No
     assert {c.kind for c in answer.citations} == {"book", "kiwix"}
 
 
-def test_nothing_found_anywhere_gives_the_no_results_line(fairytale_library: Path) -> None:
-    empty = {"kiwix_ready": True, "kiwix_results": (SourceResult("kiwix", "kiwix", "No results found"),)}
+def test_nothing_found_anywhere_says_what_was_searched_where(fairytale_library: Path) -> None:
+    empty = {
+        "kiwix_ready": True,
+        "kiwix_results": (SourceResult("kiwix", "wikipedia_en_100_mini", "No results found", clause="neon"),),
+    }
     answer = ask(
         "What is the atomic number of neon?",
         library=fairytale_library,
         overrides=empty,
         config={"llm": "none"},
     )
-    assert answer.answer == NO_RESULTS and answer.citations == ()
+    lines = answer.answer.splitlines()
+    assert lines[:2] == [NO_RESULTS, "Searched:"] and answer.citations == ()
+    assert lines[2:] == ["- kiwix (wikipedia_en_100_mini) for 'neon': No results found"]
+    assert "fusion query" not in answer.answer
 
 
 def test_session_caches_across_questions(fairytale_library: Path) -> None:

@@ -3,6 +3,7 @@ one escalation, degraded (lexical-only) mode and lazy chapter summaries."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -10,20 +11,29 @@ import pytest
 
 from folio.dataflows.asking import _library
 from folio.nodes.backends.summaries import extractive_summary
-from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget
+from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, WideningRefused
 from folio.nodes.book_tools import (
-    _evidence,
-    _missing_names,
-    _names,
+    _book_hits,
+    _boosted,
+    _judged,
     _names_carried,
-    _one_edit,
-    _plan,
     _refers_back,
     _scope,
     _sufficient,
+    _whole_book_evidence,
 )
+from folio.nodes.scores import missing_names, names_in, one_edit
 from folio.nodes.text import question_kind
-from folio.nodes.types import NOT_FOUND, SEMANTIC_UNAVAILABLE, BookEvidence, ConceptMatch, ConceptMatches, Hit
+from folio.nodes.types import (
+    NOT_FOUND,
+    SEMANTIC_UNAVAILABLE,
+    BookEvidence,
+    BookHits,
+    ConceptMatch,
+    ConceptMatches,
+    Hit,
+    RouteDecision,
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +64,16 @@ def test_question_kind_rule(question: str, kind: str) -> None:
     assert question_kind(question) == kind
 
 
-def test_concrete_questions_search_text_first_and_conceptual_by_meaning_first() -> None:
-    assert _plan("concrete") == ("text_search", "semantic_search")
-    assert _plan("conceptual") == ("semantic_search", "text_search")
+def _h(chunk: str, chapter: str, score: float, text: str = "") -> Hit:
+    return Hit("b", chapter, chapter, chunk, 0, 1, score, text or chunk)
+
+
+def test_a_scope_boosts_its_chapters_but_the_best_hits_elsewhere_still_compete() -> None:
+    hits = [_h("best", "c9", 1.0), _h("in-scope", "c1", 0.8), _h("other", "c2", 0.75)]
+    boosted = _boosted(hits, ("c1",), 0.1)
+    assert [h.chunk_id for h in boosted] == ["best", "in-scope", "other"]  # 0.9 < 1.0: the best stays first
+    assert [h.chunk_id for h in _boosted(hits, ("c1",), 0.3)] == ["in-scope", "best", "other"]
+    assert _boosted(hits, None, 0.3) == tuple(hits) and _boosted(hits, ("c1",), 0.0) == tuple(hits)
 
 
 def test_ninth_tool_call_is_refused(potter) -> None:
@@ -84,6 +101,7 @@ def test_tool_definitions_are_openai_functions() -> None:
     assert names == {
         "book_concept_map_lookup",
         "chapter_summary_get",
+        "search",
         "text_search",
         "semantic_search",
         "chunk_get",
@@ -131,7 +149,7 @@ def test_scope_uses_only_specific_concepts() -> None:
     assert _scope([("b", ConceptMatches("q", (broad,), (), (), ()))], 8) is None
 
 
-def test_insufficient_evidence_in_scope_widens_once(potter) -> None:
+def test_a_wrong_scope_never_hides_the_best_hit_of_the_whole_book(potter) -> None:
     tools = tools_for(potter)
     store = next(iter(potter[0].values()))
     wrong = next(  # a chapter without tea, camomile or Peter
@@ -140,16 +158,56 @@ def test_insufficient_evidence_in_scope_widens_once(potter) -> None:
         if not re.search(r"camomile|tea|peter", store.chapter_text(c["chapter_id"]), re.I)
     )
     question = "Who gave Peter camomile tea at bedtime?"
-    evidence = _evidence(tools, question, "concrete", (wrong,), 10, 0.65, 0.5, 0.5)
-    assert evidence.widened and evidence.scope is None and evidence.sufficient
-    assert any("widened" in n for n in evidence.notes)
-    assert sum("whole book" in s for s in evidence.searched) == 2
-    assert any("camomile" in h.text.lower() for h in evidence.hits[:5])
+    found = _book_hits(tools, question, (wrong,), 10, 0.1)
+    assert found.scope == (wrong,) and "camomile" in found.hits[0].text.lower()
+    route = RouteDecision("BOOK", 1.0, (question,), tuple(potter[0]), "", question)
+    evidence = _judged(tools, route, "concrete", found, 10, 0.5, 0.5)
+    assert evidence.sufficient and not evidence.widened
+    assert tools.budget.used == 2  # one hybrid search: its lexical and its semantic list
+
+
+class FakeTools:
+    """Book tools whose searches return fixed texts (the escalation's logic, without an index)."""
+
+    def __init__(self, texts: dict[str, list[str]], budget: int = 8) -> None:
+        self.encoder = None  # no alias by meaning
+        self.texts = texts
+        self.budget = ToolBudget(budget)
+        self.queries: list[str] = []
+
+    def search(self, query: str, scope=None, k=None) -> BookHits:
+        self.budget.spend("text_search")
+        self.queries.append(query)
+        hits = tuple(
+            _h(f"{query}-{i}", "c1", 1.0 - i / 10, t) for i, t in enumerate(self.texts.get(query, []))
+        )
+        return BookHits(query, hits, hits, (), None, (f"search({query!r})",))
+
+
+def test_insufficient_evidence_escalates_once_with_the_routers_suggested_queries() -> None:
+    question = "Who is the Grey Lady?"
+    tools = FakeTools({"ghost of the manor": ["The Grey Lady walked the halls of the manor at night."]})
+    found = tools.search(question)
+    route = RouteDecision("BOOK", 0.9, (question, "ghost of the manor", "Grey Lady"), ("b",), "LLM", question)
+    evidence = _judged(tools, route, "concrete", found, 10, 0.5, 0.9)  # type: ignore[arg-type]
+    assert tools.queries == [question, "ghost of the manor", "Grey Lady"]  # the clause is not searched twice
+    assert evidence.widened and evidence.sufficient
+    assert any("suggested queries once" in n for n in evidence.notes)
+    assert "Grey Lady" in evidence.hits[0].text
+
+
+def test_without_suggested_queries_insufficient_evidence_is_final() -> None:
+    question = "Who is the Grey Lady?"
+    tools = FakeTools({question: ["Nothing here about ladies."]})
+    route = RouteDecision("BOOK", 0.9, (question,), ("b",), "", question)
+    evidence = _judged(tools, route, "concrete", tools.search(question), 10, 0.5, 0.9)  # type: ignore[arg-type]
+    assert not evidence.widened and not evidence.sufficient and tools.queries == [question]
+    assert evidence.missing_names == ("Grey Lady",)
 
 
 def test_whole_book_search_is_never_widened(potter) -> None:
     tools = tools_for(potter)
-    evidence = _evidence(tools, "quantum chromodynamics lattice", "concrete", None, 10, 0.65, 0.5, 0.9)
+    evidence = _whole_book_evidence(tools, "quantum chromodynamics lattice", 10, 0.5, 0.9)
     assert not evidence.widened and not evidence.sufficient
     assert tools.budget.used == 2
 
@@ -161,14 +219,14 @@ class BrokenEncoder:
 
 def test_failing_semantic_search_degrades_to_lexical_only(potter) -> None:
     tools = tools_for(potter, encoder=BrokenEncoder())
-    evidence = _evidence(tools, "Why did Peter lose his jacket?", "conceptual", None, 10, 0.65, 0.5, 0.5)
+    evidence = _whole_book_evidence(tools, "Why did Peter lose his jacket?", 10, 0.5, 0.5)
     assert SEMANTIC_UNAVAILABLE in evidence.notes
     assert evidence.hits and tools.semantic_error == "RuntimeError: vector index unavailable"
 
 
 def test_missing_encoder_is_lexical_only(potter) -> None:
     tools = tools_for(potter, encoder=None)
-    evidence = _evidence(tools, "Who chased Peter in the garden?", "concrete", None, 10, 0.65, 0.5, 0.5)
+    evidence = _whole_book_evidence(tools, "Who chased Peter in the garden?", 10, 0.5, 0.5)
     assert SEMANTIC_UNAVAILABLE in evidence.notes and evidence.sufficient
 
 
@@ -176,9 +234,9 @@ def test_missing_encoder_is_lexical_only(potter) -> None:
 
 
 def test_names_are_capitalised_runs_without_the_sentence_capital() -> None:
-    assert _names("How did Captain Hook lose his hand?") == (("Captain", "Hook"),)
-    assert _names("Describe the wolf") == ()
-    assert _names("What did Peter Rabbit's mother give him?") == (("Peter", "Rabbit"),)
+    assert names_in("How did Captain Hook lose his hand?") == (("Captain", "Hook"),)
+    assert names_in("Describe the wolf") == ()
+    assert names_in("What did Peter Rabbit's mother give him?") == (("Peter", "Rabbit"),)
 
 
 @pytest.mark.parametrize(
@@ -192,8 +250,8 @@ def test_names_are_capitalised_runs_without_the_sentence_capital() -> None:
         ("dracula", "drac", False),
     ],
 )
-def test_one_edit(a: str, b: str, near: bool) -> None:
-    assert _one_edit(a, b) is near
+def testone_edit(a: str, b: str, near: bool) -> None:
+    assert one_edit(a, b) is near
 
 
 CAPTAIN = "The captain hung his hat on one of the iron hooks by the door, and the Captain sat down."
@@ -220,8 +278,8 @@ CAPTAIN = "The captain hung his hat on one of the iron hooks by the door, and th
         ("What did Long John Silver say?", ["Silver spoke.", "Long John Silver spoke."], ()),
     ],
 )
-def test_missing_names(question: str, texts: list[str], missing: tuple[str, ...]) -> None:
-    assert _missing_names(question, texts) == missing
+def testmissing_names(question: str, texts: list[str], missing: tuple[str, ...]) -> None:
+    assert missing_names(question, texts) == missing
 
 
 def _hit(text: str, score: float) -> Hit:
@@ -297,3 +355,45 @@ def test_off_library_questions_are_refused_and_in_library_ones_answered(fairytal
     for question in IN_LIBRARY:
         answer = ask(question, library=fairytale_library, config={"llm": "none"})
         assert not answer.answer.startswith(NOT_FOUND) and answer.citations, question
+
+
+def test_the_agents_tools_allow_one_widening_as_the_pipeline(potter) -> None:
+    tools = tools_for(potter).escalating(1)
+    chapter = next(iter(next(iter(potter[0].values())).titles))
+    tools.text_search("Peter", [chapter])
+    tools.search("Peter")  # the one widening: a whole-book search after a scoped one
+    tools.semantic_search("Peter", [chapter])
+    with pytest.raises(WideningRefused, match="already widened to the whole book"):
+        tools.text_search("Peter")
+    refused = json.loads(tools.call("search", {"query": "Peter"}))
+    assert "already widened" in refused["error"]
+    assert tools.budget.calls == ["text_search", "text_search", "semantic_search", "semantic_search"]
+    free = tools_for(potter)  # the pipeline's and the MCP server's tools: no such limit
+    for _ in range(2):
+        free.text_search("Peter", [chapter])
+        free.text_search("Peter")
+
+
+def test_an_agent_widening_twice_reads_the_refusal(fairytale_library: Path) -> None:
+    from folio.dataflows.asking import ask
+    from tests.servers import Reply, ScriptedLLMServer
+
+    _, stores, _ = _library(fairytale_library)
+    potter_id = next(b for b in stores if b.startswith("the-great-big-treasury"))
+    chapter = next(iter(stores[potter_id].titles))
+    script = [
+        {"route": "BOOK", "confidence": 0.9, "suggested_queries": [], "book_ids": [potter_id]},
+        Reply.tools(("text_search", {"query": "camomile tea", "scope": [chapter]})),
+        Reply.tools(("text_search", {"query": "camomile tea"})),
+        Reply.tools(("text_search", {"query": "Peter", "scope": [chapter]})),
+        Reply.tools(("text_search", {"query": "Peter bed"})),
+        Reply.answer("Not found."),
+    ]
+    config: dict[str, object] = {"llm": "openai", "answer_mode": "agent", "llm_max_retries": 0}
+    config["max_tool_calls"] = 12
+    with ScriptedLLMServer(script) as server:
+        config["llm_base_url"] = server.url
+        ask("Who gave Peter camomile tea?", library=fairytale_library, config=config)
+        results = [m["content"] for r in server.requests[2:6] for m in r["messages"][-1:]]
+    assert "already widened" not in results[1]  # the first widening runs
+    assert "already widened to the whole book" in results[3]  # the second is refused

@@ -1,8 +1,9 @@
 import pytest
 
-from folio.nodes.retrieval import _fuse_rrf, _merge
 from folio.nodes.scores import fuse_convex as _fuse_convex
+from folio.nodes.scores import fuse_rrf as _fuse_rrf
 from folio.nodes.scores import max_normalised as _max_normalised
+from folio.nodes.scores import merge_ranked as _merge
 from folio.nodes.types import Hit
 
 

@@ -10,8 +10,12 @@
   section → chapter), or with an ``LLMSummarizer`` map-reduce with at most 5 LLM calls
   (``backends.summaries``); an LLM summary that cannot be made in the question's budget or deadline is
   the extractive one, with a note (in the tool's JSON ``notes`` and ``BookTools.summary_notes``).
-- ``text_search(query, scope)``: exact excerpts (FTS5 bm25) with locations.
-- ``semantic_search(query, scope, k)``: chunks by meaning (needs the encoder and the vector index).
+- ``search(query, scope, k)``: the hybrid search of ``folio search`` (words and meaning fused by the
+  configured ``HitFusion``): the same ranked hits as ``folio search``, HTTP ``/api/search`` and the ask
+  book flow for the same query, scope and config (``nodes/scores.py``: one retrieval path).
+- ``text_search(query, scope)``: exact excerpts (FTS5 bm25) with locations (``folio search --mode lexical``).
+- ``semantic_search(query, scope, k)``: chunks by meaning (needs the encoder and the vector index;
+  ``folio search --mode semantic``).
 - ``chunk_get(location_id)`` (``chunk.get``): a full chunk; a location id is ``BOOK_ID/CHUNK_ID``.
 - ``book_synopsis_get(book_id)`` (``book_synopsis.get``): the book's synopsis, stored the same way:
   extractive (title, concept map, chapter titles, first chapter summaries), or with the LLM a
@@ -21,7 +25,10 @@ Every tool call (cached or not) and every LLM request spends one unit of the ``T
 summariser built on the question's budgeted client spends its calls there too); the call
 after the last unit is refused with ``BudgetExceeded``. A semantic search that cannot run (no encoder,
 a broken vector index or encoder) spends nothing. A ``Session`` caches concept-map lookups and
-search results for one conversation. ``shared_pool(size)`` is the one long-lived thread pool of a
+search results for one conversation. ``escalating(1)`` gives a view that allows one widening (a
+whole-book search after a search in chosen chapters), as the pipeline's book flow does: the agent's
+second widening is refused with an error it reads (``WideningRefused``), which spends no budget.
+``shared_pool(size)`` is the one long-lived thread pool of a
 process for cross-source fusion: a ``DaemonPool`` of daemon threads, never joined, so a source job that
 fusion abandoned at its deadline never keeps the process from exiting (a ``ThreadPoolExecutor``'s
 workers are joined at interpreter exit).
@@ -36,7 +43,6 @@ from concurrent.futures import Future
 from queue import SimpleQueue
 from typing import Any
 
-from folio.nodes.backends.book_store import scopes
 from folio.nodes.backends.encoder import remembered_query
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.summaries import (
@@ -53,7 +59,8 @@ from folio.nodes.backends.summary_store import (
     synopsis_hash,
     text_hash,
 )
-from folio.nodes.types import ConceptMap, ConceptMatches, Deadline, FolioError, Hit
+from folio.nodes.scores import HitFusion, ranked_lexical, ranked_semantic
+from folio.nodes.types import BookHits, ConceptMap, ConceptMatches, Deadline, FolioError, Hit
 
 SUMMARY_RESERVE = 1  # budget calls an LLM summary leaves for the answer (or agent turn) that reads it
 _SUMMARIES: dict[SummaryKey, str] = {}  # this process's summaries (the store may be unavailable)
@@ -72,6 +79,10 @@ class BudgetExceeded(LLMError):
 
 class SemanticUnavailable(FolioError):
     """Semantic search cannot run (no encoder, or the vector index failed)."""
+
+
+class WideningRefused(FolioError):
+    """A whole-book search after the one widening the question is allowed (agent mode)."""
 
 
 class ToolBudget:
@@ -227,6 +238,13 @@ TOOL_SPECS: tuple[tuple[str, str, dict[str, Any], tuple[str, ...]], ...] = (
         ("chapter_id",),
     ),
     (
+        "search",
+        "Search by words and meaning together (the ranking of `folio search`): excerpts with their "
+        "locations. The best first search for most questions.",
+        {"query": {"type": "string"}, "scope": _SCOPE, "k": {"type": "integer", "minimum": 1, "maximum": 20}},
+        ("query",),
+    ),
+    (
         "text_search",
         "Exact-word search (bm25): excerpts with their locations. Best for names, quotes and concrete facts.",
         {"query": {"type": "string"}, "scope": _SCOPE},
@@ -260,6 +278,7 @@ class BookTools:
         summarizer: an ``LLMSummarizer`` (map-reduce chapter summaries and synopses with an LLM), or
             ``None`` (extractive).
         k: default number of results of a search.
+        fusion: how ``search`` fuses its lexical and semantic lists (default: convex, 0.7 on words).
         summaries: the ``SummaryStore`` to read and write summaries (default: the library's, found from
             the stores' index directory; None there: this process's memory only).
     """
@@ -274,6 +293,7 @@ class BookTools:
         summarizer: LLMSummarizer | None = None,
         k: int = 10,
         summaries: SummaryStore | None = None,
+        fusion: HitFusion | None = None,
     ) -> None:
         self.stores = dict(stores)
         self.concept_maps = dict(concept_maps)
@@ -284,9 +304,11 @@ class BookTools:
         self.summaries = summaries
         self.summary_notes: list[str] = []  # notes of this question's summaries (shared by views)
         self.k = int(k)
+        self.fusion = fusion or HitFusion()
         self._state: dict[str, str | None] = {
             "semantic_error": None if encoder is not None else "no encoder loaded"
         }
+        self._widening: dict[str, int | None] = {"allowed": None, "made": 0, "scoped": 0}
         self.seen: dict[str, Hit] = {}  # every hit any tool returned, by location id (agent citations)
         self._chapter_book = {cid: book_id for book_id, store in self.stores.items() for cid in store.titles}
 
@@ -299,6 +321,33 @@ class BookTools:
         view.__dict__.update(self.__dict__)
         view.stores = {b: self.stores[b] for b in ids}
         return view
+
+    def escalating(self, widenings: int = 1) -> BookTools:
+        """A view of the same tools (budget, session, seen hits shared) that allows ``widenings``
+        whole-book searches after a search in chosen chapters (the single escalation of the book flow);
+        a further one raises ``WideningRefused``."""
+        view = BookTools.__new__(BookTools)
+        view.__dict__.update(self.__dict__)
+        view._widening = {"allowed": int(widenings), "made": 0, "scoped": 0}
+        return view
+
+    def _check_widening(self, scope: Collection[str] | None) -> None:
+        """Count a scoped search, or a whole-book search after one (a widening); refuse a widening past
+        the allowed number."""
+        state = self._widening
+        if scope:
+            state["scoped"] = 1
+            return
+        if not state["scoped"] or state["allowed"] is None:
+            return
+        if int(state["made"] or 0) >= int(state["allowed"]):
+            raise WideningRefused(
+                "search",
+                "the search was already widened to the whole book(s) once: search inside chapters, or "
+                "answer from what was found (or say the books do not hold it)",
+            )
+        state["made"] = int(state["made"] or 0) + 1
+        state["scoped"] = 0
 
     @property
     def semantic_error(self) -> str | None:
@@ -333,11 +382,6 @@ class BookTools:
         for h in hits:
             self.seen.setdefault(_location(h), h)
 
-    @staticmethod
-    def _merge(per_book: Sequence[Sequence[Hit]], k: int) -> tuple[Hit, ...]:
-        hits = sorted((h for hs in per_book for h in hs), key=lambda h: (-h.score, h.book_id, h.start))
-        return tuple(hits[:k])
-
     # --- tools ----------------------------------------------------------------------------------------
     def concept_map_lookup(self, query: str) -> tuple[tuple[str, ConceptMatches], ...]:
         """``book_concept_map.lookup``: each book's matching concepts and candidate chapters."""
@@ -350,46 +394,78 @@ class BookTools:
 
         return self.session.cached(("concepts", self._books(), query), make)
 
-    def text_search(
-        self, query: str, scope: Collection[str] | None = None, k: int | None = None
-    ) -> tuple[Hit, ...]:
-        """``text_search``: bm25-ranked excerpts with locations, in ``scope`` (chapter ids) or everywhere."""
+    def _lexical(self, query: str, scope: Collection[str] | None, k: int) -> tuple[Hit, ...]:
+        """The lexical list of ``folio search`` (``search_depth(k)`` deep), spending one ``text_search``."""
         self.budget.spend("text_search")
-        k = int(k or self.k)
         key = ("text", self._books(), query, tuple(sorted(scope)) if scope else None, k)
 
         def make() -> tuple[Hit, ...]:
             books, chapters = self._scope(scope)
-            return self._merge([i.lexical(query, k, ids, chapters) for i, ids in scopes(books)], k)
+            return ranked_lexical(books, query, k, chapters)
 
-        hits = self.session.cached(key, make)
-        self._remember(hits)
-        return hits
+        return self.session.cached(key, make)
 
-    def semantic_search(
-        self, query: str, scope: Collection[str] | None = None, k: int | None = None
-    ) -> tuple[Hit, ...]:
-        """``semantic_search``: chunks by cosine similarity; ``SemanticUnavailable`` when it cannot run
-        (no encoder, or the index or encoder failed): such a call spends no tool budget."""
+    def _semantic(self, query: str, scope: Collection[str] | None, k: int) -> tuple[Hit, ...]:
+        """The semantic list of ``folio search`` (``search_depth(k)`` deep), spending one
+        ``semantic_search``; ``SemanticUnavailable`` (nothing spent) when it cannot run."""
         if self.semantic_error is not None:
             raise SemanticUnavailable("semantic search", self.semantic_error)
         self.budget.spend("semantic_search")
-        k = int(k or self.k)
         key = ("semantic", self._books(), query, tuple(sorted(scope)) if scope else None, k)
 
         def make() -> tuple[Hit, ...]:
             vector = remembered_query(self.encoder, query)
             books, chapters = self._scope(scope)
-            return self._merge([i.semantic(vector, k, ids, chapters) for i, ids in scopes(books)], k)
+            return ranked_semantic(books, vector, k, chapters)
 
         try:
-            hits = self.session.cached(key, make)
+            return self.session.cached(key, make)
         except FolioError:
             raise
         except Exception as exc:  # a broken index or encoder degrades to lexical-only
             self.budget.refund("semantic_search")
             self.semantic_error = f"{type(exc).__name__}: {exc}"
             raise SemanticUnavailable("semantic search", self.semantic_error) from None
+
+    def search(self, query: str, scope: Collection[str] | None = None, k: int | None = None) -> BookHits:
+        """``search``: ``folio search``'s hybrid ranking in ``scope`` (chapter ids) or the whole books: the
+        lexical and semantic lists (one ``text_search`` and one ``semantic_search`` of the budget) fused
+        by ``self.fusion``; lexical only, with a note, when semantic search cannot run."""
+        self._check_widening(scope)
+        k = int(k or self.k)
+        lexical = self._lexical(query, scope, k)
+        notes: tuple[str, ...] = ()
+        try:
+            semantic = self._semantic(query, scope, k)
+        except SemanticUnavailable:
+            semantic, notes = (), ("Semantic search unavailable",)
+        titles = " + ".join(sorted(str(s.descriptor.get("title") or b) for b, s in self.stores.items()))
+        where = f"{len(scope)} chapter(s) of {titles}" if scope else f"the whole of {titles}"
+        hits = self.fusion(lexical, semantic, k)
+        self._remember(hits)
+        searched = (f"search({query!r}) in {where}: {len(hits)} hit(s)",)
+        return BookHits(query, hits, lexical, semantic, tuple(scope) if scope else None, searched, notes)
+
+    def text_search(
+        self, query: str, scope: Collection[str] | None = None, k: int | None = None
+    ) -> tuple[Hit, ...]:
+        """``text_search``: bm25-ranked excerpts with locations, in ``scope`` (chapter ids) or everywhere
+        (``folio search --mode lexical``)."""
+        self._check_widening(scope)
+        k = int(k or self.k)
+        hits = self._lexical(query, scope, k)[:k]
+        self._remember(hits)
+        return hits
+
+    def semantic_search(
+        self, query: str, scope: Collection[str] | None = None, k: int | None = None
+    ) -> tuple[Hit, ...]:
+        """``semantic_search``: chunks by cosine similarity (``folio search --mode semantic``);
+        ``SemanticUnavailable`` when it cannot run (no encoder, or the index or encoder failed): such a
+        call spends no tool budget."""
+        self._check_widening(scope)
+        k = int(k or self.k)
+        hits = self._semantic(query, scope, k)[:k]
         self._remember(hits)
         return hits
 
@@ -612,6 +688,9 @@ class BookTools:
                 summary = self.summary_of(str(args["chapter_id"]))
                 value = {"chapter_id": args.get("chapter_id"), "summary": summary.text}
                 value.update({"notes": list(summary.notes)} if summary.notes else {})
+            elif name == "search":
+                found = self.search(str(args.get("query", "")), args.get("scope"), args.get("k"))
+                value = [_hit_row(h) for h in found.hits]
             elif name == "text_search":
                 value = [_hit_row(h) for h in self.text_search(str(args.get("query", "")), args.get("scope"))]
             elif name == "semantic_search":

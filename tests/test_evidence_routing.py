@@ -1,0 +1,111 @@
+"""Routing and refusal by evidence across sources (issue 27, point 4): a Kiwix article is cited only when
+it holds the question's subject, and a refusal says what was searched where."""
+
+from __future__ import annotations
+
+from folio.nodes.source_fusion import _kiwix_source_results
+from folio.nodes.types import ContextSection, KiwixContext, KiwixResult
+
+WIKI = "wikipedia_en_100_mini_2022-10"
+
+
+def _result(query: str, *sections: ContextSection) -> KiwixResult:
+    return KiwixResult(query, query, (WIKI,), (), KiwixContext("", sections), (), (WIKI,))
+
+
+def _section(title: str, text: str) -> ContextSection:
+    return ContextSection(WIKI, title, f"https://x/{title}", 1.0, text, f"A/{title}")
+
+
+def test_a_kiwix_article_without_the_questions_subject_is_not_cited() -> None:
+    termites = _section("Termites", "Termites are eusocial insects that dissolve wood in their guts.")
+    (result,) = _kiwix_source_results(_result("Why did the Red-Headed League dissolve?", termites))
+    assert result.citations == () and result.label == WIKI
+    assert result.text == "no results found"  # an empty result (the refusal), the note says why
+    assert result.notes == (
+        "kiwix: 'Termites' does not hold the question's subject (Red Headed League): not cited",
+    )
+
+
+def test_a_kiwix_article_holding_the_subject_is_cited() -> None:
+    league = _section("The Red-Headed League", "The League was dissolved when the tunnel was finished.")
+    termites = _section("Termites", "Termites dissolve wood.")
+    results = _kiwix_source_results(_result("Why did the Red-Headed League dissolve?", league, termites))
+    assert [r.label for r in results] == ["The Red-Headed League"] and results[0].citations
+
+
+def test_a_question_without_names_keeps_every_article() -> None:
+    gas = _section("Noble gas", "The noble gases are helium, neon, argon...")
+    (result,) = _kiwix_source_results(_result("What is a noble gas?", gas))
+    assert result.citations and result.label == "Noble gas"
+
+
+def test_no_article_at_all_names_the_archives_searched() -> None:
+    (result,) = _kiwix_source_results(_result("Why did the Red-Headed League dissolve?"))
+    assert (result.label, result.text, result.citations) == (WIKI, "no results found", ())
+
+
+# --- the issue's examples, on the real books and the sample ZIMs --------------------------------------
+
+
+def _zims() -> list[str]:
+    from tests.conftest import ZIMS
+
+    return sorted(str(p) for p in ZIMS.glob("*.zim"))
+
+
+def test_the_red_headed_league_is_answered_from_the_book_not_from_termites(sherlock_library) -> None:
+    from folio.dataflows.asking import ask
+
+    answer = ask("Why did the Red-Headed League dissolve?", library=sherlock_library, zim_paths=_zims())
+    assert answer.sources_used == ("book",) and answer.citations
+    assert {c.kind for c in answer.citations} == {"book"}
+    assert "Redheaded League is dissolved" in answer.answer
+
+
+def test_holmes_has_no_sister_in_the_book_and_the_refusal_says_what_was_found(sherlock_library) -> None:
+    from folio.dataflows.asking import ask
+    from folio.nodes.types import NOT_FOUND
+
+    answer = ask("What is the name of Sherlock Holmes's sister?", library=sherlock_library, zim_paths=_zims())
+    lines = answer.answer.splitlines()
+    assert lines[0] == NOT_FOUND and not answer.citations
+    assert lines[1] == "Found Sherlock Holmes in the books, but no passage names Sherlock Holmes's sister"
+    assert any("The Adventures of Sherlock Holmes" in line for line in lines[3:])  # which book, for what
+    assert any(line.startswith("- kiwix (") and "wikipedia_en_100_mini" in line for line in lines[3:])
+
+
+def test_little_red_riding_hood_is_found_as_grimms_little_red_cap(fairytale_library) -> None:
+    from folio.dataflows.asking import _library, ask_config, ask_driver, query_encoder, shared_resources
+    from folio.dataflows.registry import settings_inputs
+    from folio.nodes.backends.tools import Session
+
+    cfg = ask_config({"llm": "none"}, zim_paths=_zims())
+    lib, stores, maps = _library(fairytale_library)
+    grimm = next(b for b in stores if b.startswith("household-stories"))  # alone: Children's Literature
+    dr = ask_driver(cfg)  # tells the tale as "Little Red Riding Hood" itself
+    inputs = {
+        **settings_inputs(dr, cfg),
+        "question": "How did the wolf trick Little Red Riding Hood?",
+        "book_stores": {grimm: stores[grimm]},
+        "concept_maps": {grimm: maps[grimm]},
+        "encoder": query_encoder(cfg, lib)[0],
+        "session": Session(),
+        "cache_dir": str(lib.cache_dir),
+    }
+    answer = dr.execute(["answer"], inputs=inputs, overrides=shared_resources(cfg, dr))["answer"]
+    assert answer.answer.splitlines()[0] == 'The book calls Little Red Riding Hood "Little Red Cap".'
+    assert answer.citations and all("RED CAP" in c.chapter_title.upper() for c in answer.citations)
+
+
+def test_a_question_nothing_answers_says_which_books_and_archives_were_searched(fairytale_library) -> None:
+    from folio.dataflows.asking import ask
+    from folio.nodes.types import NOT_FOUND
+
+    question = "Why did Zorblax the Unseen betray Quintavius?"
+    answer = ask(question, library=fairytale_library, zim_paths=_zims())
+    lines = answer.answer.splitlines()
+    assert lines[0] == NOT_FOUND and "fusion query" not in answer.answer and not answer.citations
+    searched = lines[lines.index("Searched:") + 1 :]
+    assert any("The Great Big Treasury of Beatrix Potter" in line and "Zorblax" in line for line in searched)
+    assert any(line.startswith("- kiwix (") and "Zorblax" in line for line in searched)
