@@ -352,8 +352,9 @@ def _deterministic(
     for index, ids in scopes([stores[b.book_id] for b in catalog]):  # one lookup per library
         top.update((h.book_id, h.text) for h in index.lexical(clause, 1, ids, per_book=True))
         holders.update((n, holders.get(n, frozenset()) | index.books_holding(n, ids)) for n in names)
+    spelled = {n for n in names if holders.get(n)}  # a name some book holds as spelled needs no alias
     for book_id, text in top.items():  # a name the book spells otherwise: the evidence rule's name test
-        unheld = [n for n in names if book_id not in holders.get(n, frozenset())]
+        unheld = [n for n in names if n not in spelled and book_id not in holders.get(n, frozenset())]
         missing = set(missing_names(clause, [text])) if unheld else set()
         for n in unheld:
             if " ".join(tokens(n)) not in missing:

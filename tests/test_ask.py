@@ -145,7 +145,18 @@ def test_cli_prints_the_json_answer(fairytale_library: Path, capsys: pytest.Capt
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"answer", "citations", "route", "sources_used", "tool_calls", "notes"}
     citation = out["citations"][0]
-    assert set(citation) == {"book_id", "chapter_id", "chapter_title", "chunk_id", "start", "end", "quote"}
+    assert set(citation) == {
+        "book_id",
+        "book_title",
+        "chapter_id",
+        "chapter_title",
+        "chunk_id",
+        "start",
+        "end",
+        "quote",
+        "page",
+        "percent",
+    }
     chapter = Library(fairytale_library).store(citation["book_id"]).chapter_text(citation["chapter_id"])
     assert citation["quote"] == " ".join(chapter[citation["start"] : citation["end"]].split())
     assert out["tool_calls"] <= 8

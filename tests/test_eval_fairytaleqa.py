@@ -101,8 +101,14 @@ def test_cli_eval_prints_the_metrics_json(fairytale_library, tmp_path):
         "fragment_rate",
         "short_line_rate",
     }
-    assert set(metrics) == retrieval | answers | strict
+    ask = {"ask_hit@1", "ask_hit@3", "ask_vs_search@1"}  # where the reader reads (issue 27)
+    assert set(metrics) == retrieval | answers | strict | ask
     assert metrics["hit@10"] >= metrics["hit@5"] >= metrics["hit@1"] > 0.5
+    assert metrics["ask_hit@3"] >= metrics["ask_hit@1"] > 0
+    assert (
+        metrics["ask_vs_search@1"] == round(metrics["ask_hit@1"] - metrics["hit@1"], 4)
+        or abs(metrics["ask_vs_search@1"] - (metrics["ask_hit@1"] - metrics["hit@1"])) < 1e-3
+    )
 
 
 def test_cli_eval_prints_the_refusal_and_answered_rates_of_library_questions(

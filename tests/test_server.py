@@ -243,7 +243,7 @@ def test_a_malformed_or_oversized_body_is_refused(served) -> None:
 def test_an_unexpected_failure_is_a_500_with_one_line_and_the_server_goes_on(served, monkeypatch) -> None:
     client, service = served
 
-    def broken() -> list:
+    def broken(*_args: object) -> list:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(service, "books", broken)

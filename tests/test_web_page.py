@@ -181,7 +181,15 @@ def test_an_answer_shows_its_citations_and_a_citation_opens_its_passage_marked(
     markers = page.find_elements(By.CSS_SELECTOR, "#answer-text button.cite")
     assert [m.text for m in markers] == [f"[{i}]" for i in range(1, len(citations) + 1)]
     sources = page.find_elements(By.CSS_SELECTOR, "#sources li button")
-    assert [s.text for s in sources] == [f"{ALICE} › {c['chapter_title']}" for c in citations]
+    where = [
+        f", p. {c['page']}"
+        if c.get("page")
+        else (f", {c['percent']:g}%" if c.get("percent") is not None else "")
+        for c in citations
+    ]
+    assert [s.text for s in sources] == [
+        f"{ALICE} › {c['chapter_title']}{w}" for c, w in zip(citations, where, strict=True)
+    ]
 
     last = len(citations)  # the last cited sentence: the furthest into the chapter
     markers[last - 1].click()

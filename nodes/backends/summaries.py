@@ -48,7 +48,7 @@ from folio.nodes.types import Deadline
 
 SECTION_CHUNKS = 8  # extractive: chunks per section
 SUMMARY_SENTENCES = 3  # extractive: sentences kept per section and per chapter
-EXTRACTIVE_ID = "extractive-v2"  # bump when the extractive method changes (stored summaries keyed by it)
+EXTRACTIVE_ID = "extractive-v3"  # bump when the extractive method changes (stored summaries keyed by it)
 
 PROMPT_VERSION = 1  # bump when a prompt or the layout changes (stored LLM summaries keyed by it)
 LLM_SECTION_CHUNKS = 4  # chunks per LLM section (a long chapter gets more, to stay within MAX_SECTIONS)
@@ -112,7 +112,16 @@ def extractive_summary(chunk_texts: Sequence[str], n: int = SUMMARY_SENTENCES) -
     ]
     if len(parts) <= 1:
         return parts[0][1] if parts else ""
-    return assemble(" ".join(central_sentences(" ".join(p for _, p in parts), n)), parts)
+    said = {_said(p[s:e]) for _, p in parts for s, e in sentences(p)}
+    rest = " ".join(
+        " ".join(c[s:e].split()) for c in per_chunk for s, e in sentences(c) if _said(c[s:e]) not in said
+    )  # the overview repeats no sentence of its sections (a summary never says one twice)
+    overview = " ".join(central_sentences(rest, n)) if rest else ""
+    return assemble(overview, parts) if overview else "\n".join(f"{h}: {p}" for h, p in parts)
+
+
+def _said(sentence: str) -> str:
+    return " ".join(sentence.split()).lower()
 
 
 # --- map-reduce helpers (pure) ------------------------------------------------------------------------
