@@ -52,15 +52,16 @@ from folio.dataflows.kiwix_query import kiwix_config, kiwix_driver, run_kiwix_dr
 from folio.dataflows.library import Library
 from folio.dataflows.parallel import ingest_books
 from folio.dataflows.registry import execute
-from folio.nodes import kiwix, source_fusion
+from folio.nodes.backends.book_tools import PendingJobs, shared_pool
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.encoder import load_encoder, resolve_model_dir
 from folio.nodes.backends.kiwix_http import KiwixHttpBackend
 from folio.nodes.backends.progress import NullProgress, Progress
-from folio.nodes.backends.tools import PendingJobs, shared_pool
 from folio.nodes.backends.workers import available_cores
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.types import FolioError, SourceResult, StagedBook
+from folio.nodes.core.types import FolioError, SourceResult, StagedBook
+from folio.nodes.kiwix import candidates as kiwix
+from folio.nodes.query import source_fusion
 
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from folio.nodes.parsing import parsed_book
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
+from folio.nodes.ingest.parsing import parsed_book
 
 FREE_CULTURE = "formats/pdf/lessig-free-culture.pdf"
 LINN = "formats/pdf/scanned-linn-brochure-two-column"  # .pdf, and its transcription .ground-truth.txt
@@ -78,7 +78,7 @@ def _child_peak_mb(code: str, *args: str) -> float:
 
 
 def pdf_peak_memory(path: Path) -> dict[str, Any]:
-    imports = "from folio.nodes.parsing import parsed_book; import pypdfium2"
+    imports = "from folio.nodes.ingest.parsing import parsed_book; import pypdfium2"
     baseline = _child_peak_mb(imports)
     reading = _child_peak_mb(f"{imports}; import sys; parsed_book(sys.argv[1])", str(path))
     return {

@@ -52,7 +52,7 @@ from bench.scaling import in_fresh_process, open_files, rss_mb
 from folio.dataflows.library import Library, shared_index
 from folio.nodes.backends.library_index import StagedRows, VectorSettings
 from folio.nodes.backends.progress import Progress
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 BOOKS = 100
 BOOK_WORDS = 90_000
@@ -87,7 +87,7 @@ def source_chapters(data_dir: Path) -> list[tuple[str, str]]:
     """``(title, text)`` of every distinct chapter of at least ``MIN_CHAPTER_WORDS`` words in the shared
     books and formats corpus (files the parser refuses are skipped), in a stable order."""
     from folio.dataflows.api import book_files
-    from folio.nodes.parsing import manifest, parsed_book
+    from folio.nodes.ingest.parsing import manifest, parsed_book
 
     seen: set[str] = set()
     out: list[tuple[str, str]] = []
@@ -279,7 +279,7 @@ def _copy_staged(
     vectors with noise (renormalised)."""
     import apsw
 
-    from folio.nodes.lexical import SCHEMA
+    from folio.nodes.ingest.lexical import SCHEMA
 
     index = lib.index
     descriptor = dict(next(d for d in index.descriptors() if d["book_id"] == book_id))

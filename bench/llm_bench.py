@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.measuring import free_port, wait_until_answering
 from folio.dataflows.api import ingest
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 CHAT_FORMAT = "chatml-function-calling"  # answers ``tools`` requests with OpenAI tool calls
 MODEL_NAME = "smollm2-135m"

@@ -23,7 +23,7 @@ import httpx
 import numpy as np
 
 from folio.dataflows.api import ingest
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 POTTER_FILE = "books/txt/pg572_potter_great-big-treasury.txt"
 

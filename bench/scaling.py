@@ -41,8 +41,8 @@ import numpy as np
 from bench.measuring import latency_summary
 from folio.dataflows.library import Library, shared_index
 from folio.nodes.backends.library_index import StagedRows, VectorSettings, best_per_chunk, vector_matrix
-from folio.nodes.lexical import write_store
-from folio.nodes.types import Chapter, Chunk, FolioError, Manifest, Window
+from folio.nodes.core.types import Chapter, Chunk, FolioError, Manifest, Window
+from folio.nodes.ingest.lexical import write_store
 
 WINDOW_WORDS = 90
 _START = re.compile(r"\*\*\* ?START OF (THIS|THE) PROJECT GUTENBERG[^\n]*\n")
@@ -672,8 +672,8 @@ def fairytaleqa_by_scalar_kind(
     upgraded in the copy) and never written."""
     from folio.dataflows.config import load_config
     from folio.dataflows.evaluation import stores_by_file
-    from folio.nodes import evaluation
     from folio.nodes.backends.encoder import load_encoder
+    from folio.nodes.eval import metrics as evaluation
 
     base = work_dir / "fairytaleqa-library"
     if not (base / "library.sqlite").exists() or (base / "books").exists():

@@ -34,7 +34,7 @@ from bench.measuring import (
     potter_questions,
     wait_until_answering,
 )
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 CLIENTS = 8
 ROUNDS = 1  # each concurrent client asks every question once, starting at its own place

@@ -38,7 +38,7 @@ _EXPORTS = {
     "load_experiment": "folio.dataflows.experiments",
     "ask": "folio.dataflows.asking",
     "ask_driver": "folio.dataflows.asking",
-    "Session": "folio.nodes.backends.tools",
+    "Session": "folio.nodes.backends.book_tools",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -24,8 +24,8 @@ from folio.dataflows.config import load_config
 from folio.dataflows.filtering import BookFilter, matching_ids
 from folio.dataflows.library import Library
 from folio.nodes.backends.progress import NullProgress, Progress
+from folio.nodes.core.types import ConceptMatches, FolioError, Hit, StagedBook
 from folio.nodes.readers.table import BOOK_SUFFIXES
-from folio.nodes.types import ConceptMatches, FolioError, Hit, StagedBook
 
 SEARCH_MODES = ("lexical", "semantic", "hybrid", "bm25s", "dense_exact")  # the last two are baselines
 MAX_CHAPTERS = 10_000  # the most distinct chapters one search is restricted to

@@ -41,13 +41,11 @@ from hamilton import driver
 from folio.dataflows.config import load_config, switches
 from folio.dataflows.library import Library
 from folio.dataflows.registry import driver_for, execute, settings_inputs
-from folio.nodes import (
-    source_fusion,
-)
+from folio.nodes.backends.book_tools import Session
 from folio.nodes.backends.deadlines import deadline_scope
-from folio.nodes.backends.tools import Session
+from folio.nodes.core.types import Answer, ConceptMap, Deadline, FolioError
+from folio.nodes.query import source_fusion
 from folio.nodes.readers.common import located_citation
-from folio.nodes.types import Answer, ConceptMap, Deadline, FolioError
 
 KIWIX_VARIANTS = ("libzim", "http", "none")
 RESOURCES = ("kiwix_backend", "llm_connection")  # expensive: created once per process, handed in

@@ -38,7 +38,7 @@ from folio.nodes.backends.embedding_cache import EmbeddingCache, damaged_cache
 from folio.nodes.backends.encoder import Encoder
 from folio.nodes.backends.progress import Progress
 from folio.nodes.backends.summary_store import store_path
-from folio.nodes.types import ConceptMap, FolioError
+from folio.nodes.core.types import ConceptMap, FolioError
 
 RESULTS = "results"
 # Objects handed to the DAG that must never be persisted (their fingerprints still version results).

@@ -34,7 +34,7 @@ from typing import Any
 
 from lxml import etree
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 DATABASE = "metadata.db"
 SIDECAR = "metadata.opf"

@@ -24,7 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 
 def _err(message: str) -> None:
@@ -332,7 +332,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def cmd_concepts(args: argparse.Namespace) -> int:
     from folio.dataflows.api import concept_matches, concept_rows, unmapped_books
-    from folio.nodes.concept_lookup import format_matches
+    from folio.nodes.core.concept_lookup import format_matches
 
     if args.book is None:  # every book: one without a readable concept map is left out, named here
         for book_id in unmapped_books(args.library):
@@ -721,7 +721,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(f"{exc.filename or 'output'}: cannot write: no space left on device")
         return 1
     except Exception as exc:  # the last resort: one line, never a traceback
-        from folio.nodes.types import interrupted
+        from folio.nodes.core.types import interrupted
 
         if interrupted(exc):  # a Ctrl-C that a library's clean-up turned into its own error
             _err("interrupted")

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 CONFIG_DIR = Path(str(resources.files("folio.configs")))  # configs/ in the repo, folio/configs when installed
 DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"

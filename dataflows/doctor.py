@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from folio.dataflows.library import Library, shared_index
-from folio.nodes.types import ConceptMap, FolioError
+from folio.nodes.core.types import ConceptMap, FolioError
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The evaluation dataflow: the evaluation DAG (``nodes.evaluation``) run over a library with one config.
+"""The evaluation dataflow: the evaluation DAG (``nodes.eval.metrics``) run over a library with one config.
 
     from folio.dataflows.evaluation import evaluate
     run = evaluate("questions.csv", library="~/folio", config={"search_mode": "lexical"})
@@ -33,10 +33,10 @@ from folio.dataflows.asking import ask_driver, query_encoder, shared_resources
 from folio.dataflows.kiwix_query import kiwix_backend, kiwix_config, kiwix_driver, run_kiwix_driver
 from folio.dataflows.library import Library
 from folio.dataflows.registry import driver_for, search_driver, settings_inputs
-from folio.nodes import evaluation
 from folio.nodes.backends.book_store import BookStore
-from folio.nodes.backends.tools import Session
-from folio.nodes.types import Answer, Citation, FolioError, Hit
+from folio.nodes.backends.book_tools import Session
+from folio.nodes.core.types import Answer, Citation, FolioError, Hit
+from folio.nodes.eval import metrics as evaluation
 
 T = TypeVar("T")
 

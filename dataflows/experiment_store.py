@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 if TYPE_CHECKING:
     import duckdb

@@ -25,7 +25,7 @@ Each variant runs through the same drivers: its books are ingested into a *varia
 the main library's, so Hamilton's cache reuses every ingest node the variant's overrides do not reach
 (the count of nodes executed and taken from the cache is reported per variant); then each question
 file goes through the evaluation DAG (``dataflows.evaluation``). Baselines are the base config with
-``search_mode: bm25s`` or ``dense_exact`` (``nodes.retrieval``), retrieval only, over the base
+``search_mode: bm25s`` or ``dense_exact`` (``nodes.search.retrieval``), retrieval only, over the base
 config's chunks. Results go to ``LIBRARY/experiments.duckdb`` (``dataflows.experiment_store``).
 
 Limitations: variants run one after another in this process (each ingest uses the configured
@@ -54,8 +54,8 @@ from folio.dataflows.library import Library
 from folio.dataflows.parallel import ingest_books
 from folio.dataflows.registry import driver_for
 from folio.nodes.backends.progress import BarProgress, NullProgress
-from folio.nodes.evaluation import qa_items
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
+from folio.nodes.eval.metrics import qa_items
 
 BASELINES = ("bm25s", "dense_exact")
 DEFAULT_METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "ask_hit@1", "ask_hit@3", "ask_vs_search@1")

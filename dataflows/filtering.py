@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 FILTER_FIELDS = ("author", "series", "tag", "language", "format")
 ISO_639_2 = {

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from folio.nodes.core.types import Answer, Citation
 from folio.nodes.readers.common import location_text
-from folio.nodes.types import Answer, Citation
 
 if TYPE_CHECKING:
-    from folio.nodes.types import KiwixResult
+    from folio.nodes.core.types import KiwixResult
 
 
 def _citation_line(n: int, c: Citation) -> str:

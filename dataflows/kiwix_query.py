@@ -1,10 +1,11 @@
 """The Kiwix query dataflow: question -> books -> candidates -> scores -> each surviving book's passage
-(the part of its best article that answers, with its section and URL; ``nodes/kiwix_fusion.py``).
+(the part of its best article that answers, with its section and URL; ``nodes/kiwix/fusion.py``).
 This DAG loads no model: its passages are chosen by the question's words (the ask graph adds meaning).
 
 ``kiwix_answer`` runs the Kiwix DAG (``dataflows.asking.query_driver(config, "kiwix")``: the same
-Kiwix nodes the ask graph holds, ``nodes.llm``, ``nodes.kiwix``, ``nodes.disambiguation``,
-``nodes.scoring`` and ``nodes.kiwix_fusion``) for a config (``dataflows.config.load_config``) with
+Kiwix nodes the ask graph holds, ``nodes.query.llm_connection``, ``nodes.kiwix.candidates``,
+``nodes.kiwix.disambiguation``,
+``nodes.kiwix.scoring`` and ``nodes.kiwix.fusion``) for a config (``dataflows.config.load_config``) with
 ``kiwix_query`` as its input, and returns its output, a ``KiwixResult``; ``folio kiwix QUERY (--zim
 PATH... | --kiwix-url URL) [--config FILE] [--json]`` prints it.
 
@@ -31,7 +32,7 @@ from hamilton import driver
 from folio.dataflows.asking import query_driver
 from folio.dataflows.config import load_config
 from folio.dataflows.registry import settings_inputs
-from folio.nodes.types import FolioError, KiwixResult
+from folio.nodes.core.types import FolioError, KiwixResult
 
 __all__ = ["KiwixResult", "kiwix_answer", "kiwix_backend", "kiwix_config", "kiwix_driver", "run_kiwix_driver"]
 

@@ -51,7 +51,7 @@ from folio.nodes.backends.book_store import BookStore
 from folio.nodes.backends.library_index import DATABASE, LibraryIndex, StagedRows, VectorSettings
 from folio.nodes.backends.progress import BarProgress, NullProgress, Progress
 from folio.nodes.backends.summary_store import prune_library
-from folio.nodes.types import ConceptMap, FolioError, StagedBook
+from folio.nodes.core.types import ConceptMap, FolioError, StagedBook
 
 UPGRADE_BATCH = 32  # books committed per transaction while upgrading a per-book library
 MIN_PREFIX = 4  # the shortest id prefix `remove` takes

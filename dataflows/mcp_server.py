@@ -82,10 +82,10 @@ from starlette.applications import Starlette
 
 from folio.dataflows.mcp_stdio import ScreenedFrames, screened_stdio
 from folio.dataflows.service import MAX_QUESTION_CHARS, Service, checked_text, version
+from folio.nodes.backends.book_tools import BookTools
 from folio.nodes.backends.html_text import best_passage
-from folio.nodes.backends.tools import BookTools
-from folio.nodes.text import content_words, plural_stem, word_spans
-from folio.nodes.types import FolioError, Hit
+from folio.nodes.core.text import content_words, plural_stem, word_spans
+from folio.nodes.core.types import FolioError, Hit
 
 SERVER_NAME = "folio"
 PASSAGE_CHARS = 400  # a search row's passage: at most this many characters around the matched words

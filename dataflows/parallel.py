@@ -1,4 +1,4 @@
-"""Library-scale ingest: the library DAG (``nodes.collection``) on an executor chosen by config.
+"""Library-scale ingest: the library DAG (``nodes.ingest.collection``) on an executor chosen by config.
 
 ``executor: local`` runs the books on a process pool sized by ``workers`` (default: one per 4 cores this
 process may use, ``backends.workers.default_workers``: one worker's encoder keeps several cores busy, so
@@ -47,7 +47,7 @@ from folio.dataflows.registry import build, driver_for, settings_inputs
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.progress import BarProgress, Progress
 from folio.nodes.backends.workers import available_cores, pool_size
-from folio.nodes.types import BookOutcome, FolioError, StagedBook, interrupted
+from folio.nodes.core.types import BookOutcome, FolioError, StagedBook, interrupted
 
 POLL_SECONDS = 0.05
 EXECUTORS = ("local", "dask")
@@ -174,7 +174,12 @@ class BookProcessPool(executors.TaskExecutor):
     def init(self) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(
-            ["folio.nodes.collection", "folio.dataflows.parallel", "folio.nodes.backends.bert", "torch"]
+            [
+                "folio.nodes.ingest.collection",
+                "folio.dataflows.parallel",
+                "folio.nodes.backends.bert",
+                "torch",
+            ]
         )
         self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
         self.active = []

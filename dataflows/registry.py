@@ -43,7 +43,7 @@ from hamilton.execution import executors
 
 from folio.dataflows.caching import cache_dir, stores
 from folio.dataflows.config import settings, switches
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,16 @@ DAGS: dict[str, Dag] = {
         Dag(
             "ingest",
             "one book: source file → manifest → chunks → indexes → concept map → staged book",
-            ("parsing", "chunking", "encoding", "embedding", "lexical", "vectors", "concepts", "staging"),
+            (
+                "ingest.parsing",
+                "ingest.chunking",
+                "search.encoding",
+                "ingest.embedding",
+                "ingest.lexical",
+                "ingest.vectors",
+                "ingest.concepts",
+                "ingest.staging",
+            ),
             ("staged_book",),
             # the reader notices an edited file; the encoder is a client; the rest write the staging dir
             never_cached=(
@@ -129,21 +138,27 @@ DAGS: dict[str, Dag] = {
         Dag(
             "library",
             "many books in parallel (local pool or Dask)",
-            ("collection",),
+            ("ingest.collection",),
             ("book_outcomes",),
             parallel=True,
         ),
         Dag(
             "search",
             "query → lexical / semantic hits → fused results",
-            ("encoding", "retrieval"),
+            ("search.encoding", "search.retrieval"),
             ("search_results",),
             never_cached=("encoder",),
         ),
         Dag(
             "kiwix",
             "question → search terms → candidates → disambiguation → scores → books → multi-book context",
-            ("llm", "kiwix", "disambiguation", "scoring", "kiwix_fusion"),
+            (
+                "query.llm_connection",
+                "kiwix.candidates",
+                "kiwix.disambiguation",
+                "kiwix.scoring",
+                "kiwix.fusion",
+            ),
             ("kiwix_result",),
             refused=(("kiwix", "none", "Kiwix is turned off: use libzim or http"),),
         ),
@@ -152,23 +167,29 @@ DAGS: dict[str, Dag] = {
             "question → routes → book evidence / Kiwix (disambiguate → score → select books → multi-book "
             "fuse) / web → cross-source fusion → answer",
             (
-                "llm",
-                "routing",
-                "book_tools",
-                "answering",
-                "kiwix",
-                "disambiguation",
-                "scoring",
-                "kiwix_fusion",
-                "source_fusion",
+                "query.llm_connection",
+                "query.routing",
+                "query.book_flow",
+                "query.answering",
+                "kiwix.candidates",
+                "kiwix.disambiguation",
+                "kiwix.scoring",
+                "kiwix.fusion",
+                "query.source_fusion",
             ),
             ("answer",),
-            switched_modules=(("kiwix", "none", ("kiwix", "disambiguation", "scoring", "kiwix_fusion")),),
+            switched_modules=(
+                (
+                    "kiwix",
+                    "none",
+                    ("kiwix.candidates", "kiwix.disambiguation", "kiwix.scoring", "kiwix.fusion"),
+                ),
+            ),
         ),
         Dag(
             "eval",
             "qa items → gold spans → retrieval records → answer checks → metrics",
-            ("evaluation",),
+            ("eval.metrics",),
             ("eval_metrics", "eval_records"),
         ),
     )

@@ -69,7 +69,7 @@ from folio.dataflows.http_guard import (
     real_folders,
 )
 from folio.dataflows.service import Service, version
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 DOCS_ASSETS = "/docs-assets"  # where the Swagger UI and ReDoc scripts are served from (no CDN)
 MAX_BODY_BYTES = 64 * 1024  # the largest request body accepted

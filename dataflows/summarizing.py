@@ -28,9 +28,9 @@ os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 
 from folio.dataflows.asking import ask_config, ask_driver, shared_resources
 from folio.dataflows.library import Library
+from folio.nodes.backends.book_tools import BookTools, Session, ToolBudget
 from folio.nodes.backends.summaries import LLMSummarizer
-from folio.nodes.backends.tools import BookTools, Session, ToolBudget
-from folio.nodes.types import ConceptMap, FolioError
+from folio.nodes.core.types import ConceptMap, FolioError
 
 
 def summarizer_for(config: Mapping[str, Any]) -> LLMSummarizer | None:

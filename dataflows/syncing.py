@@ -37,7 +37,7 @@ from typing import Any
 
 from folio.dataflows.calibre import BookSource, file_sha256, stored_name
 from folio.nodes.backends.progress import Progress
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 FAILURES = "sync-failures.json"  # in the library: files that failed to ingest, by size and mtime
 COMPARED = ("title", "authors", "series", "series_index", "tags", "language", "identifiers", "pubdate")

@@ -45,7 +45,7 @@ from hamilton import driver
 
 from folio.dataflows.config import SWITCHES, config_files, load_config, settings
 from folio.dataflows.registry import DAGS, driver_for
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _IN_REPO = (_REPO_ROOT / "pyproject.toml").is_file() and (_REPO_ROOT / "nodes").is_dir()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from folio.dataflows.calibre import DATABASE
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 DEBOUNCE_MS = 1_600
 INSTALL = "pip install 'folio[watch]'"

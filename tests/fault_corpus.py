@@ -189,7 +189,7 @@ class Shared:
 
     def generated(self) -> Path:
         if self._generated is None:
-            from folio.nodes.types import ConceptMap
+            from folio.nodes.core.types import ConceptMap
             from tests.test_library_index import build_library, synthetic_book
 
             path = self.root / "template-generated"

@@ -1,8 +1,8 @@
-"""Answer types (nodes/backends/answer_types.py) and the reader's use of them (nodes/reading.py)."""
+"""Answer types (nodes/backends/answer_types.py) and the reader's use of them (nodes/core/reading.py)."""
 
-from folio.nodes import reading
 from folio.nodes.backends.answer_types import AnswerType, answer_type, type_cue
-from folio.nodes.text import words
+from folio.nodes.core import reading
+from folio.nodes.core.text import words
 
 
 def _cue(question: str, text: str) -> float:
@@ -66,7 +66,7 @@ def _untyped_scores(question, texts):
 
 
 def test_kiwix_opening_paragraph_yields_to_one_holding_the_asked_type():
-    from folio.nodes.kiwix_fusion import _opening_answers
+    from folio.nodes.kiwix.fusion import _opening_answers
 
     lead = "Hoover Dam\nHoover Dam is a concrete arch-gravity dam in the Black Canyon of the Colorado River."
     later = "Hoover Dam\nThe dam impounds Lake Mead, the largest reservoir in the United States."

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import ask
-from folio.nodes.answering import (
+from folio.nodes.core.reading import Passage, Quote, read_book
+from folio.nodes.core.types import NO_RESULTS, Hit, SourceResult
+from folio.nodes.query.answering import (
     AGENT_UNCITED,
     ANSWER_TOKENS_PER_WORD,
     LLM_ECHO,
@@ -24,8 +26,6 @@ from folio.nodes.answering import (
     _reply_text,
     _whole_sentences,
 )
-from folio.nodes.reading import Passage, Quote, read_book
-from folio.nodes.types import NO_RESULTS, Hit, SourceResult
 from tests.servers import Reply, ScriptedLLMServer
 
 

@@ -4,7 +4,7 @@
 - no module under ``nodes/`` imports ``folio.dataflows``;
 - no ``from X import _name`` of another module's private name;
 - every project import goes through ``folio.`` (never ``import nodes`` / ``import dataflows``);
-- a node module of the registry imports only ``folio.nodes.types``, ``folio.nodes.text`` and
+- a node module of the registry imports only ``folio.nodes.core.types``, ``folio.nodes.core.text`` and
   ``folio.nodes.backends.*`` from the project (never another node module).
 """
 
@@ -22,20 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("nodes", "dataflows")
 NODE_ALLOWED = (
     "folio.nodes.readers",
-    "folio.nodes.types",
-    "folio.nodes.text",
-    "folio.nodes.scores",
-    "folio.nodes.reading",
+    "folio.nodes.core",
     "folio.nodes.backends",
 )
 
-# Until the merge of issue 10: violations in files other helpers are rewriting in parallel (the query
-# graph: nodes/kiwix.py, routing.py, disambiguation.py, answering.py, book_tools.py, fusion.py,
-# dataflows/asking.py, kiwix_query.py, evaluation.py; the text toolkit: nodes/scoring.py, text.py).
-# Each entry is exactly what the checks below report; the lead empties these sets at merge time.
+# Violations a merge may list for a while (each entry exactly what the checks below report; empty now).
 KNOWN_UNTIL_MERGE_PRIVATE: frozenset[tuple[str, str, str]] = frozenset()
-# The registry reaches the ask and kiwix builders by lazy imports until the query graph joins it, while
-# dataflows.asking still builds through the dataflows.drivers shim, which re-exports the registry.
 KNOWN_UNTIL_MERGE_EDGES: frozenset[tuple[str, str]] = frozenset()
 KNOWN_UNTIL_MERGE_NODE_IMPORTS: frozenset[tuple[str, str]] = frozenset()
 
@@ -132,7 +124,9 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_source_tree_is_found():
     modules = _sources()
-    assert {"folio.nodes.types", "folio.dataflows.registry", "folio.nodes.backends.encoder"} <= set(modules)
+    assert {"folio.nodes.core.types", "folio.dataflows.registry", "folio.nodes.backends.encoder"} <= set(
+        modules
+    )
 
 
 def test_no_import_cycle_among_folio_modules():
@@ -208,3 +202,44 @@ def test_the_package_never_imports_the_benchmarks():
     ]
     assert not bad, "\n".join(bad)
     assert not list((ROOT / "dataflows").glob("*bench*.py")), "benchmarks belong in bench/"
+
+
+# nodes/ is grouped by DAG: each group folder holds the node modules of one DAG (the kiwix stages are
+# also part of the ask graph, and the encoder client of the search group also serves ingest); the
+# helper libraries sit apart in core/ (pure helpers), backends/ (clients) and readers/ (one per format).
+NODE_GROUPS = {"ingest", "search", "query", "kiwix", "eval"}
+HELPER_PACKAGES = {"core", "backends", "readers"}
+
+
+def test_node_modules_are_grouped_by_dag():
+    registered = {m for dag in DAGS.values() for m in dag.module_names}
+    assert {m.split(".")[0] for m in registered} <= NODE_GROUPS
+    on_disk = {
+        f"{group}.{p.stem}"
+        for group in NODE_GROUPS
+        for p in (ROOT / "nodes" / group).glob("*.py")
+        if p.stem != "__init__"
+    }
+    assert on_disk == registered, "a group folder holds exactly the node modules the registry lists"
+    assert [p.name for p in (ROOT / "nodes").glob("*.py")] == ["__init__.py"]
+    folders = {p.name for p in (ROOT / "nodes").iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert folders == NODE_GROUPS | HELPER_PACKAGES
+
+
+def test_helper_libraries_import_no_node_module():
+    modules = set(_sources())
+    graph = _edges(_all_imports(), modules)
+    node_modules = {f"folio.nodes.{m}" for dag in DAGS.values() for m in dag.module_names}
+    helpers = {m for m in modules if m.split(".")[:3][-1] in HELPER_PACKAGES and m.startswith("folio.nodes.")}
+    bad = sorted(f"{h} imports {t}" for h in helpers for t in graph[h] if t in node_modules)
+    assert not bad, "\n".join(bad)
+
+
+def test_no_two_modules_share_a_file_name():
+    stems = [
+        p.stem
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("*.py")
+        if p.stem != "__init__" and "__pycache__" not in p.parts
+    ]
+    assert sorted({s for s in stems if stems.count(s) > 1}) == []

@@ -12,9 +12,9 @@ from folio.dataflows.asking import ask, ask_config, ask_driver
 from folio.dataflows.cli import main
 from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
-from folio.nodes.backends.tools import Session
-from folio.nodes.evaluation import _BookAligner, _is_hit, _locate, qa_items
-from folio.nodes.types import NO_RESULTS, FolioError, SourceResult
+from folio.nodes.backends.book_tools import Session
+from folio.nodes.core.types import NO_RESULTS, FolioError, SourceResult
+from folio.nodes.eval.metrics import _BookAligner, _is_hit, _locate, qa_items
 from tests.conftest import QA, REPO_DIR, ZIMS
 
 MOBY_QUESTIONS = REPO_DIR / "tests" / "qa" / "moby_dick_questions.jsonl"

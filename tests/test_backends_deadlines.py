@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from folio.nodes.backends.deadlines import active_deadline, deadline_client, deadline_scope
-from folio.nodes.types import Deadline
+from folio.nodes.core.types import Deadline
 from tests.servers import TricklingHTTPServer, dead_url
 
 

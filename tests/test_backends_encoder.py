@@ -23,8 +23,8 @@ from folio.nodes.backends.encoder import (
     unit_means,
     window_ranges,
 )
-from folio.nodes.embedding import window_vectors
-from folio.nodes.types import FolioError, Window
+from folio.nodes.core.types import FolioError, Window
+from folio.nodes.ingest.embedding import window_vectors
 from tests.test_embedding import _Recorder
 
 

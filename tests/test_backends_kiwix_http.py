@@ -19,7 +19,7 @@ from folio.nodes.backends.kiwix_http import (
     parse_suggestions,
 )
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.conftest import DATA_DIR
 from tests.servers import KiwixServe, SlowHTTPServer, dead_url, start_kiwix_serve
 

@@ -18,7 +18,7 @@ from folio.nodes.backends.llm import (
     parse_json_answer,
     retry_after_seconds,
 )
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.servers import Reply, ScriptedLLMServer, dead_url
 
 SCHEMA: dict[str, Any] = {
@@ -397,7 +397,7 @@ def test_a_call_deadline_bounds_the_retries_together(llm: ScriptedLLMServer) -> 
 
 def test_the_running_asks_deadline_bounds_a_call_without_its_own(llm: ScriptedLLMServer) -> None:
     from folio.nodes.backends.deadlines import deadline_scope
-    from folio.nodes.types import Deadline
+    from folio.nodes.core.types import Deadline
 
     llm.push(Reply.slow(3.0), Reply.slow(3.0))
     started = time.monotonic()

@@ -12,7 +12,7 @@ import pytest
 from folio.nodes.backends import onnx_encoder
 from folio.nodes.backends.embedding_cache import window_key
 from folio.nodes.backends.encoder import window_ranges
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 ALICE = "books/txt/pg11_carroll_alices-adventures-in-wonderland.txt"
 

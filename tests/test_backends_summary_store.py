@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from folio.nodes.backends.book_tools import BookTools, Session, ToolBudget, forget_summaries
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.summaries import EXTRACTIVE_ID, LLMSummarizer
 from folio.nodes.backends.summary_store import (
@@ -24,8 +25,7 @@ from folio.nodes.backends.summary_store import (
     synopsis_hash,
     text_hash,
 )
-from folio.nodes.backends.tools import BookTools, Session, ToolBudget, forget_summaries
-from folio.nodes.types import Hit
+from folio.nodes.core.types import Hit
 
 CHAPTERS = {
     "ch-1": (

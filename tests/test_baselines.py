@@ -14,7 +14,7 @@ from folio.dataflows.library import Library
 from folio.dataflows.registry import search_driver
 from folio.nodes.backends import baselines
 from folio.nodes.backends.baselines import BM25S_INSTALL, Bm25Index, chunk_mean_vectors, top_positions
-from folio.nodes.types import FolioError, Hit
+from folio.nodes.core.types import FolioError, Hit
 
 # --- pure helpers ------------------------------------------------------------------------------
 

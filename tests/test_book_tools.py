@@ -10,21 +10,11 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import _library
+from folio.nodes.backends.book_tools import BookTools, BudgetExceeded, Session, ToolBudget, WideningRefused
 from folio.nodes.backends.summaries import extractive_summary
-from folio.nodes.backends.tools import BookTools, BudgetExceeded, Session, ToolBudget, WideningRefused
-from folio.nodes.book_tools import (
-    _book_hits,
-    _boosted,
-    _judged,
-    _names_carried,
-    _refers_back,
-    _scope,
-    _sufficient,
-    _whole_book_evidence,
-)
-from folio.nodes.scores import missing_names, names_in, one_edit
-from folio.nodes.text import question_kind
-from folio.nodes.types import (
+from folio.nodes.core.ranking import missing_names, names_in, one_edit
+from folio.nodes.core.text import question_kind
+from folio.nodes.core.types import (
     NOT_FOUND,
     SEMANTIC_UNAVAILABLE,
     BookEvidence,
@@ -33,6 +23,16 @@ from folio.nodes.types import (
     ConceptMatches,
     Hit,
     RouteDecision,
+)
+from folio.nodes.query.book_flow import (
+    _book_hits,
+    _boosted,
+    _judged,
+    _names_carried,
+    _refers_back,
+    _scope,
+    _sufficient,
+    _whole_book_evidence,
 )
 
 

@@ -2,8 +2,8 @@ from itertools import pairwise
 
 import pytest
 
-from folio.nodes.chunking import _token_spans, chunk_size, chunks, windows
-from folio.nodes.types import Chapter, FolioError, Manifest
+from folio.nodes.core.types import Chapter, FolioError, Manifest
+from folio.nodes.ingest.chunking import _token_spans, chunk_size, chunks, windows
 
 
 def _manifest(*texts: str) -> Manifest:

@@ -121,7 +121,7 @@ def test_lexical_search_over_a_real_library_imports_no_model_library(alice_libra
 # --- issue 13's fault corpus: argument helpers ------------------------------------------------------------
 def test_a_repeated_chapter_is_kept_once_and_too_many_distinct_ones_are_refused_before_argparse() -> None:
     from folio.dataflows.cli import MAX_CHAPTERS, fewer_chapters
-    from folio.nodes.types import FolioError
+    from folio.nodes.core.types import FolioError
 
     argv = ["search", "whale", *["--chapter", "ch-1"] * 5, "--chapter", "ch-2", "-k", "3"]
     assert fewer_chapters(argv) == ["search", "whale", "--chapter", "ch-1", "--chapter", "ch-2", "-k", "3"]

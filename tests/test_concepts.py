@@ -1,4 +1,4 @@
-"""Concept map (nodes/concepts.py) and its lookup (nodes/concept_lookup.py).
+"""Concept map (nodes/ingest/concepts.py) and its lookup (nodes/core/concept_lookup.py).
 
 Real-book tests read the ``concept_map.json`` that the ingest pipeline wrote into the session libraries
 (``sherlock_library``, ``moby_library`` in conftest); no test embeds a book. The rebuild test recomputes
@@ -17,12 +17,11 @@ import pytest
 
 from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
-from folio.nodes import concept_lookup, concepts, types
 from folio.nodes.backends.book_store import BookStore
-from folio.nodes.concept_lookup import format_matches
-from folio.nodes.concepts import _entity_drafts, _stable_id, _theme_clusters, _top_terms, concept_map
-from folio.nodes.text import fold
-from folio.nodes.types import (
+from folio.nodes.core import concept_lookup, types
+from folio.nodes.core.concept_lookup import format_matches
+from folio.nodes.core.text import fold
+from folio.nodes.core.types import (
     Chapter,
     Chunk,
     ConceptMap,
@@ -35,6 +34,8 @@ from folio.nodes.types import (
     Manifest,
     Theme,
 )
+from folio.nodes.ingest import concepts
+from folio.nodes.ingest.concepts import _entity_drafts, _stable_id, _theme_clusters, _top_terms, concept_map
 
 CONFIG = load_config()
 THRESHOLD = CONFIG["concept_theme_threshold"]
@@ -405,7 +406,7 @@ def test_sherlock_themes_split_the_stories(sherlock, sherlock_map) -> None:
 
 
 def test_sherlock_rebuild_from_the_stored_book_is_byte_identical(sherlock) -> None:
-    from folio.nodes.parsing import manifest, parsed_book
+    from folio.nodes.ingest.parsing import manifest, parsed_book
 
     book = manifest(parsed_book(sherlock.descriptor["source_file"]))
     assert book.book_id == sherlock.cmap.book_id

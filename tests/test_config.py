@@ -1,7 +1,7 @@
 import pytest
 
 from folio.dataflows.config import config_files, load_config
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 
 def test_defaults_select_the_embedded_no_llm_local_variants():
@@ -144,7 +144,7 @@ def test_an_unknown_source_from_the_environment_is_refused_naming_the_variable()
 
 def test_the_allowed_sources_are_fusions_sources() -> None:
     from folio.dataflows.config import LIST_CHOICES
-    from folio.nodes.source_fusion import KNOWN_SOURCES
+    from folio.nodes.query.source_fusion import KNOWN_SOURCES
 
     assert LIST_CHOICES["sources"] == KNOWN_SOURCES
 

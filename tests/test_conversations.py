@@ -11,7 +11,7 @@ import pytest
 from folio.dataflows.mcp_server import tool_specs
 from folio.dataflows.server import create_app
 from folio.dataflows.service import MAX_CONVERSATIONS, Service
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.servers import ServedApp
 
 QUESTION = "Who stole the tarts?"

@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from folio.dataflows.asking import ask
-from folio.nodes.answering import NOT_FROM_BOOKS, answer
+from folio.nodes.backends.book_tools import ToolBudget
 from folio.nodes.backends.summaries import extractive_summary
-from folio.nodes.backends.tools import ToolBudget
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.concepts import _entity_drafts
-from folio.nodes.kiwix_fusion import kiwix_context
-from folio.nodes.parsing import parsed_book
-from folio.nodes.routing import ROUTER_SCHEMA, _validated
-from folio.nodes.source_fusion import fused_context, source_plan
-from folio.nodes.text import sentences
-from folio.nodes.types import Candidate, Citation, RouteDecision, ScoredCandidate, SourceResult
+from folio.nodes.core.text import sentences
+from folio.nodes.core.types import Candidate, Citation, RouteDecision, ScoredCandidate, SourceResult
+from folio.nodes.ingest.concepts import _entity_drafts
+from folio.nodes.ingest.parsing import parsed_book
+from folio.nodes.kiwix.fusion import kiwix_context
+from folio.nodes.query.answering import NOT_FROM_BOOKS, answer
+from folio.nodes.query.routing import ROUTER_SCHEMA, _validated
+from folio.nodes.query.source_fusion import fused_context, source_plan
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer
 

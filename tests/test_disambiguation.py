@@ -14,7 +14,8 @@ from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_answer
 from folio.nodes.backends.llm import OpenAIChatClient
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.disambiguation import (
+from folio.nodes.core.types import KiwixBook, KiwixCatalog
+from folio.nodes.kiwix.disambiguation import (
     CACHE_KEY_PREFIX,
     _contains_whole_word,
     _index_candidates,
@@ -23,7 +24,6 @@ from folio.nodes.disambiguation import (
     disambiguation_candidates__none,
     disambiguation_candidates__openai,
 )
-from folio.nodes.types import KiwixBook, KiwixCatalog
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer
 
@@ -239,7 +239,7 @@ def test_llm_disambiguation_through_the_driver(tmp_path: Path) -> None:
 def test_without_a_library_cache_folder_the_phrases_are_kept_in_memory_not_under_home(
     tmp_path, monkeypatch
 ) -> None:
-    from folio.nodes.disambiguation import disambiguation_cache__openai
+    from folio.nodes.kiwix.disambiguation import disambiguation_cache__openai
 
     monkeypatch.setenv("HOME", str(tmp_path))
     store = disambiguation_cache__openai(None)

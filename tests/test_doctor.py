@@ -11,7 +11,7 @@ import pytest
 
 from folio.dataflows.doctor import Checkup, Finding, book_fix, book_problems, report_lines, sqlite_problem
 from folio.nodes.backends.library_index import descriptor_problem
-from folio.nodes.types import ConceptMap
+from folio.nodes.core.types import ConceptMap
 
 DESCRIPTOR = {
     "book_id": "b-1",

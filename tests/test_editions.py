@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from folio.nodes.answering import _agent_messages
 from folio.nodes.backends.editions import edition_info, gutenberg_edition, opf_edition
-from folio.nodes.routing import _router_messages, book_catalog
-from folio.nodes.staging import _descriptor
-from folio.nodes.types import BookInfo, Manifest
+from folio.nodes.core.types import BookInfo, Manifest
+from folio.nodes.ingest.staging import _descriptor
+from folio.nodes.query.answering import _agent_messages
+from folio.nodes.query.routing import _router_messages, book_catalog
 
 OPF2 = b"""<?xml version="1.0"?>
 <package xmlns="http://www.idpf.org/2007/opf" xmlns:dc="http://purl.org/dc/elements/1.1/" version="2.0">

@@ -3,8 +3,8 @@ import numpy as np
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.encoder import unit_means
 from folio.nodes.backends.progress import Progress
-from folio.nodes.embedding import _chunk_shares, window_vectors
-from folio.nodes.types import Window
+from folio.nodes.core.types import Window
+from folio.nodes.ingest.embedding import _chunk_shares, window_vectors
 
 
 class _Recorder(Progress):

@@ -3,8 +3,8 @@ from dataclasses import replace
 
 import pytest
 
-from folio.nodes.evaluation import EvalRecord, GoldSpan, _is_hit, _metrics, qa_items
-from folio.nodes.types import FolioError, Hit
+from folio.nodes.core.types import FolioError, Hit
+from folio.nodes.eval.metrics import EvalRecord, GoldSpan, _is_hit, _metrics, qa_items
 
 
 def _rec(rank, located=True, ms=10.0):
@@ -70,8 +70,8 @@ def test_fairytaleqa_file_reads_every_question_with_its_gold_sections(data_dir):
 
 # --- answers and Kiwix questions -------------------------------------------------------------------
 
-from folio.nodes.evaluation import AnswerCheck, QAItem, _check, _contains_answer  # noqa: E402
-from folio.nodes.types import Answer, Citation  # noqa: E402
+from folio.nodes.core.types import Answer, Citation  # noqa: E402
+from folio.nodes.eval.metrics import AnswerCheck, QAItem, _check, _contains_answer  # noqa: E402
 
 
 def _chk(contained=True, grounded=True, unsupported=False, gold_cited=True, calls=2, ms=10.0):
@@ -146,7 +146,7 @@ def test_check_grounds_every_citation_and_cites_the_kiwix_gold():
 
 
 def test_not_found_answer_is_unsupported():
-    from folio.nodes.answering import NOT_FOUND
+    from folio.nodes.query.answering import NOT_FOUND
 
     item = QAItem("b", "?", "x.txt", answers=("x",))
     check = _check(
@@ -178,7 +178,8 @@ def test_kiwix_jsonl_lines_are_read_as_kiwix_questions(tmp_path):
 
 # --- strict answer metrics -------------------------------------------------------------------------
 
-from folio.nodes.evaluation import (  # noqa: E402
+from folio.nodes.core.types import NO_RESULTS, NOT_FOUND  # noqa: E402
+from folio.nodes.eval.metrics import (  # noqa: E402
     _answer_lines,
     _answer_text,
     _first_citation_gold,
@@ -188,7 +189,6 @@ from folio.nodes.evaluation import (  # noqa: E402
     _is_short,
     _quote_span,
 )
-from folio.nodes.types import NO_RESULTS, NOT_FOUND  # noqa: E402
 
 
 def test_answer_text_drops_citation_markers_only():

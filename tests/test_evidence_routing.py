@@ -3,8 +3,8 @@ it holds the question's subject, and a refusal says what was searched where."""
 
 from __future__ import annotations
 
-from folio.nodes.source_fusion import _kiwix_source_results
-from folio.nodes.types import ContextSection, KiwixContext, KiwixResult
+from folio.nodes.core.types import ContextSection, KiwixContext, KiwixResult
+from folio.nodes.query.source_fusion import _kiwix_source_results
 
 WIKI = "wikipedia_en_100_mini_2022-10"
 
@@ -65,7 +65,7 @@ def test_the_red_headed_league_is_answered_from_the_book_not_from_termites(sherl
 
 def test_holmes_has_no_sister_in_the_book_and_the_refusal_says_what_was_found(sherlock_library) -> None:
     from folio.dataflows.asking import ask
-    from folio.nodes.types import NOT_FOUND
+    from folio.nodes.core.types import NOT_FOUND
 
     answer = ask("What is the name of Sherlock Holmes's sister?", library=sherlock_library, zim_paths=_zims())
     lines = answer.answer.splitlines()
@@ -78,7 +78,7 @@ def test_holmes_has_no_sister_in_the_book_and_the_refusal_says_what_was_found(sh
 def test_little_red_riding_hood_is_found_as_grimms_little_red_cap(fairytale_library) -> None:
     from folio.dataflows.asking import _library, ask_config, ask_driver, query_encoder, shared_resources
     from folio.dataflows.registry import settings_inputs
-    from folio.nodes.backends.tools import Session
+    from folio.nodes.backends.book_tools import Session
 
     cfg = ask_config({"llm": "none"}, zim_paths=_zims())
     lib, stores, maps = _library(fairytale_library)
@@ -100,7 +100,7 @@ def test_little_red_riding_hood_is_found_as_grimms_little_red_cap(fairytale_libr
 
 def test_a_question_nothing_answers_says_which_books_and_archives_were_searched(fairytale_library) -> None:
     from folio.dataflows.asking import ask
-    from folio.nodes.types import NOT_FOUND
+    from folio.nodes.core.types import NOT_FOUND
 
     question = "Why did Zorblax the Unseen betray Quintavius?"
     answer = ask(question, library=fairytale_library, zim_paths=_zims())

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from folio.dataflows import experiment_store as store
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 T0 = datetime(2025, 1, 2, 10, 0, 0)

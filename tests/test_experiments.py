@@ -21,7 +21,7 @@ from folio.dataflows.experiments import (
     variant_config,
 )
 from folio.dataflows.registry import driver_for, ingest_driver, search_driver
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 QA_DIR = Path(__file__).parent / "qa"
 EXPERIMENTS = sorted((CONFIG_DIR / "experiments").glob("*.yaml"))

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from folio.dataflows.filtering import BookFilter, book_line, language_code, matching_ids
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 BOOKS = [
     {

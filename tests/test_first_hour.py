@@ -25,7 +25,7 @@ import pytest
 
 from folio.dataflows.server import create_app, http_message, validation_message
 from folio.dataflows.service import Service
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.conftest import REPO_DIR, ZIMS
 from tests.servers import ServedApp
 

@@ -16,7 +16,7 @@ import pytest
 
 from bench.fullsize_bench import fullsize_books, pending_books, real_ingest, write_fullsize_book
 from folio.dataflows.library import Library
-from folio.nodes.parsing import manifest, parsed_book
+from folio.nodes.ingest.parsing import manifest, parsed_book
 from tests.conftest import BOOKS, REPO_DIR
 
 

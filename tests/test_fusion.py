@@ -8,22 +8,22 @@ from pathlib import Path
 import pytest
 
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.kiwix_fusion import (
-    _article_passage,
-    _best_per_source,
-    _defines_article,
-    _fuse,
-    _survivors,
-    kiwix_context,
-)
-from folio.nodes.text import truncate
-from folio.nodes.types import (
+from folio.nodes.core.text import truncate
+from folio.nodes.core.types import (
     Article,
     ArticleSection,
     Candidate,
     ContextSection,
     FolioError,
     ScoredCandidate,
+)
+from folio.nodes.kiwix.fusion import (
+    _article_passage,
+    _best_per_source,
+    _defines_article,
+    _fuse,
+    _survivors,
+    kiwix_context,
 )
 from tests.conftest import ZIMS
 

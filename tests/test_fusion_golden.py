@@ -2,7 +2,7 @@
 
 Every row gives the results the sources return (the book flow's and Kiwix's as they come, web/news as
 jobs in the real fusion pool with a delay) and the exact fused text, the sources kept and the notes
-expected from ``source_results`` → ``fused_context`` (``nodes/source_fusion.py``): the empty filter,
+expected from ``source_results`` → ``fused_context`` (``nodes/query/source_fusion.py``): the empty filter,
 zero / one / several paths, the 60 % de-duplication, truncation, headers, ``---`` separators, a
 question decomposed into clauses whose results merge, and one slow source abandoned at the timeout
 while the others' results stand.
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from folio.nodes.backends.tools import PendingJobs, shared_pool
-from folio.nodes.routing import question_clauses
-from folio.nodes.source_fusion import NO_RESULTS, fused_context, source_results
-from folio.nodes.types import Citation, SourceResult
+from folio.nodes.backends.book_tools import PendingJobs, shared_pool
+from folio.nodes.core.types import Citation, SourceResult
+from folio.nodes.query.routing import question_clauses
+from folio.nodes.query.source_fusion import NO_RESULTS, fused_context, source_results
 
 WHALE = "The sperm whale dives deep. It hunts giant squid in the dark. Its head holds spermaceti oil."
 WHALE_SHORT = "The sperm whale dives very deep. It hunts the giant squid in the dark."

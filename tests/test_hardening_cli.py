@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.library import Library
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.conftest import REPO_DIR
 from tests.test_library_index import build_library, synthetic_book
 
@@ -68,7 +68,7 @@ def library(tmp_path: Path) -> Path:
 
 
 def concept_map(book_id: str) -> bytes:
-    from folio.nodes.types import ConceptMap
+    from folio.nodes.core.types import ConceptMap
 
     return ConceptMap(book_id=book_id, entities=(), themes=(), events=(), version=1).to_json()
 
@@ -428,7 +428,7 @@ def test_ctrl_c_during_an_ingest_leaves_the_library_as_it_was(alice_copy, data_d
 
 
 def test_an_interrupt_is_found_behind_the_error_a_clean_up_hook_raised():
-    from folio.nodes.types import interrupted
+    from folio.nodes.core.types import interrupted
 
     try:
         try:

@@ -13,7 +13,9 @@ from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_backend, kiwix_config, kiwix_driver
 from folio.dataflows.registry import settings_inputs
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.kiwix import (
+from folio.nodes.core.text import named_phrases
+from folio.nodes.core.types import Candidate, FolioError, KiwixBook
+from folio.nodes.kiwix.candidates import (
     FULL_QUERY_MIN_HITS,
     _best_passage,
     _clean_terms,
@@ -28,8 +30,6 @@ from folio.nodes.kiwix import (
     _suggest_terms,
     _valid_llm_books,
 )
-from folio.nodes.text import named_phrases
-from folio.nodes.types import Candidate, FolioError, KiwixBook
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer, start_kiwix_serve
 
@@ -388,7 +388,7 @@ def test_http_config_without_url_is_a_folio_error() -> None:
 
 
 def test_when_no_archive_opened_the_catalog_says_why_naming_the_first_file() -> None:
-    from folio.nodes.kiwix import kiwix_catalog
+    from folio.nodes.kiwix.candidates import kiwix_catalog
 
     class NoneOpened:
         def __init__(self) -> None:

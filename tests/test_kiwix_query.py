@@ -15,7 +15,7 @@ from bench.bench import _kiwix_serve, kiwix_bench, load_questions, question_sets
 from folio.dataflows.cli import build_parser, main
 from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_answer
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.conftest import DATA_DIR, REPO_DIR, ZIMS
 from tests.servers import dead_url, start_kiwix_serve
 

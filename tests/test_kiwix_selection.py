@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.kiwix_query import kiwix_answer
-from folio.nodes.kiwix import _catalogue_choice, _clean_terms, searched_books
-from folio.nodes.scores import rank_candidates
-from folio.nodes.types import Candidate, KiwixBook, KiwixCatalog
+from folio.nodes.core.ranking import rank_candidates
+from folio.nodes.core.types import Candidate, KiwixBook, KiwixCatalog
+from folio.nodes.kiwix.candidates import _catalogue_choice, _clean_terms, searched_books
 from tests.conftest import ZIMS
 
 

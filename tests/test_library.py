@@ -15,8 +15,8 @@ import pytest
 
 from folio.dataflows.api import ingest
 from folio.dataflows.library import Library
-from folio.nodes import vectors
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
+from folio.nodes.ingest import vectors
 from tests.conftest import ALICE_EPUB, BOOKS, REPO_DIR, run_folio
 
 

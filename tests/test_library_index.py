@@ -40,9 +40,9 @@ from folio.dataflows.api import search
 from folio.dataflows.library import Library
 from folio.nodes.backends.library_index import LibraryIndex, StagedRows
 from folio.nodes.backends.vector_segments import MAX_SEGMENTS
-from folio.nodes.lexical import SCHEMA as STAGED_SCHEMA
-from folio.nodes.text import fts_match_expression, fts_phrase_expression, fts_phrases, fts_shingles
-from folio.nodes.types import FolioError, StagedBook
+from folio.nodes.core.text import fts_match_expression, fts_phrase_expression, fts_phrases, fts_shingles
+from folio.nodes.core.types import FolioError, StagedBook
+from folio.nodes.ingest.lexical import SCHEMA as STAGED_SCHEMA
 from tests.conftest import REPO_DIR
 
 COMMIT_STEPS = ("begin", "deleted", "inserted", "segment_built", "vectors_written", "committed", "cleaned")
@@ -358,7 +358,7 @@ CRASH_SCRIPT = """
 import json, os, sys
 import folio.dataflows.library as library
 import folio.nodes.backends.library_index as library_index
-from folio.nodes.types import StagedBook
+from folio.nodes.core.types import StagedBook
 
 op, path, step, occurrence, arg = sys.argv[1:6]
 seen = 0

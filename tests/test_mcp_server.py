@@ -38,7 +38,7 @@ from folio.dataflows.mcp_server import (
     with_conversation,
 )
 from folio.dataflows.service import Service
-from folio.nodes.backends.tools import BookTools
+from folio.nodes.backends.book_tools import BookTools
 from tests.conftest import REPO_DIR, ZIMS
 from tests.servers import free_port
 

@@ -32,8 +32,8 @@ from folio.dataflows.mcp_server import chosen_book, marked_passage, tool_specs
 from folio.dataflows.server import create_app
 from folio.dataflows.service import Service
 from folio.nodes.backends.summaries import central_sentences, extractive_summary
-from folio.nodes.text import sentences
-from folio.nodes.types import FolioError
+from folio.nodes.core.text import sentences
+from folio.nodes.core.types import FolioError
 from tests.conftest import ALICE_EPUB
 from tests.servers import ServedApp
 

@@ -19,7 +19,7 @@ from folio.dataflows.mcp_server import tool_specs
 from folio.dataflows.registry import settings_inputs
 from folio.dataflows.server import create_app
 from folio.dataflows.service import Service
-from folio.nodes.backends.tools import Session, ToolBudget
+from folio.nodes.backends.book_tools import Session, ToolBudget
 from tests.servers import ServedApp
 
 QUERIES = (

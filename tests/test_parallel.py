@@ -20,8 +20,8 @@ from folio.dataflows.parallel import (
     shared_metadata_store,
 )
 from folio.nodes.backends.workers import pool_size, threads_per_worker
-from folio.nodes.collection import _in_input_order
-from folio.nodes.types import BookOutcome, FolioError, StagedBook
+from folio.nodes.core.types import BookOutcome, FolioError, StagedBook
+from folio.nodes.ingest.collection import _in_input_order
 from tests.conftest import ALICE_EPUB, BOOKS
 
 ALICE_TXT = BOOKS / "txt/pg11_carroll_alices-adventures-in-wonderland.txt"

@@ -1,4 +1,5 @@
-"""Tests for nodes/parsing.py: real EPUB and Project Gutenberg books, bad input, and the pure helpers."""
+"""Tests for nodes/ingest/parsing.py: real EPUB and Project Gutenberg books, bad input, and the
+pure helpers."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from folio.nodes import parsing
-from folio.nodes.parsing import manifest, parsed_book
+from folio.nodes.core.types import FolioError, Manifest, ParsedBook, RawChapter
+from folio.nodes.ingest import parsing
+from folio.nodes.ingest.parsing import manifest, parsed_book
 from folio.nodes.readers import common, markup
 from folio.nodes.readers import epub as epub_reader
-from folio.nodes.readers import text as text_reader
-from folio.nodes.types import FolioError, Manifest, ParsedBook, RawChapter
+from folio.nodes.readers import plain_text as text_reader
 from tests.conftest import DATA_DIR
 
 BOOKS = DATA_DIR / "books"

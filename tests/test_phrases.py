@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import _library
-from folio.nodes.retrieval import lexical_hits
-from folio.nodes.routing import _clause_names, _deterministic, _with_names
-from folio.nodes.text import (
+from folio.nodes.core.text import (
     FTS_MAX_PHRASE_TOKENS,
     FTS_MAX_SHINGLES,
     fts_match_expression,
@@ -20,7 +18,9 @@ from folio.nodes.text import (
     fts_tokens,
     words,
 )
-from folio.nodes.types import BookInfo
+from folio.nodes.core.types import BookInfo
+from folio.nodes.query.routing import _clause_names, _deterministic, _with_names
+from folio.nodes.search.retrieval import lexical_hits
 
 # --- text helpers ---------------------------------------------------------------------------------------
 

@@ -13,11 +13,11 @@ from folio.dataflows.asking import ask_config, query_driver, shared_resources
 from folio.dataflows.config import SWITCHES, load_config, settings
 from folio.dataflows.library import Library
 from folio.dataflows.registry import settings_inputs
+from folio.nodes.backends.book_tools import Session, ToolBudget
 from folio.nodes.backends.llm import OpenAIChatClient
-from folio.nodes.backends.tools import Session, ToolBudget
-from folio.nodes.llm import llm_client__openai
-from folio.nodes.source_fusion import kiwix_query__kiwix
-from folio.nodes.types import NOT_FOUND, SourceResult
+from folio.nodes.core.types import NOT_FOUND, SourceResult
+from folio.nodes.query.llm_connection import llm_client__openai
+from folio.nodes.query.source_fusion import kiwix_query__kiwix
 from tests.conftest import ZIMS
 from tests.servers import ScriptedLLMServer, dead_url
 

@@ -10,13 +10,13 @@ import pytest
 from folio.dataflows.asking import ask
 from folio.nodes.backends.llm import OpenAIChatClient
 from folio.nodes.backends.rerank import RerankError, order_messages, valid_order
-from folio.nodes.book_tools import (
+from folio.nodes.core.types import BookHits, Hit
+from folio.nodes.query.book_flow import (
     _reranked,
     ranked_hits__cross_encoder,
     ranked_hits__llm,
     ranked_hits__none,
 )
-from folio.nodes.types import BookHits, Hit
 from tests.servers import Reply, ScriptedLLMServer
 
 QUESTION = "What did the White Rabbit take out of its waistcoat-pocket?"
@@ -202,7 +202,7 @@ def test_ask_with_the_llm_rerank_makes_one_ordering_call_between_route_and_answe
 
 
 def test_rerank_llm_without_an_llm_is_refused_in_one_line(alice_library: Path) -> None:
-    from folio.nodes.types import FolioError
+    from folio.nodes.core.types import FolioError
 
     with pytest.raises(FolioError, match="rerank: llm needs an LLM"):
         ask(QUESTION, library=alice_library, config={"rerank": "llm"})

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from folio.nodes.parsing import parsed_book
+from folio.nodes.core.types import Citation, FolioError, ParsedBook
+from folio.nodes.ingest.parsing import parsed_book
 from folio.nodes.readers import common, mobi, ocr, pdf, pdf_layout, table
 from folio.nodes.readers.pdf_layout import Line, Piece
-from folio.nodes.types import Citation, FolioError, ParsedBook
 from tests.conftest import DATA_DIR, REPO_DIR
 
 FORMATS = DATA_DIR / "formats"
@@ -413,7 +413,7 @@ def test_a_cited_pdf_page_renders_as_a_png_with_the_passage_marked() -> None:
 
 def test_folio_ask_prints_a_located_citation() -> None:
     from folio.dataflows.formatting import format_answer
-    from folio.nodes.types import Answer
+    from folio.nodes.core.types import Answer
 
     cite = Citation(
         "book", "free-culture-1", "c3", "3: Catalogs", "c3.000", 0, 20, book_title="Free Culture", page="48"

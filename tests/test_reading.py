@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from folio.nodes import reading
-from folio.nodes.reading import (
+from folio.nodes.core import reading
+from folio.nodes.core.reading import (
     asked,
     needs_previous,
     passage,
@@ -15,7 +15,7 @@ from folio.nodes.reading import (
     relevance,
     word_scores,
 )
-from folio.nodes.types import Hit
+from folio.nodes.core.types import Hit
 from tests.conftest import BOOKS
 
 GRIMM = BOOKS / "txt" / "pg19068_grimm_household-stories_lucy-crane.txt"

@@ -17,9 +17,9 @@ import pytest
 
 from bench.llm_bench import QUESTIONS, fresh_asks
 from folio.dataflows.asking import ask
-from folio.nodes.answering import NOT_FOUND
 from folio.nodes.backends.llm import JSON_MODE_MEMORY, LLMError, OpenAIChatClient
-from folio.nodes.routing import ROUTER_SCHEMA
+from folio.nodes.query.answering import NOT_FOUND
+from folio.nodes.query.routing import ROUTER_SCHEMA
 from tests.conftest import run_folio
 
 pytestmark = [pytest.mark.real_llm, pytest.mark.slow]
@@ -66,7 +66,7 @@ def test_the_real_server_answers_a_named_tool_choice_with_a_tool_call(real_llm: 
     ``chatml-function-calling`` format lets the model pick "message:" and then allows only a function name
     or the end token, so SmolLM2 answers with an empty message: the agent then gives the extractive
     answer with a note (``test_agent_answers_who_the_cheshire_cat_is_with_citations``)."""
-    from folio.nodes.backends.tools import BookTools
+    from folio.nodes.backends.book_tools import BookTools
 
     client = OpenAIChatClient(real_llm.url, real_llm.model, timeout=60, max_tokens=64)
     result = client.chat(
@@ -158,9 +158,9 @@ def test_folio_eval_with_the_real_model_scores_grounded_answers(
 
 def test_the_agent_never_runs_a_tool_call_without_its_arguments(real_llm: Any, alice_library: Path) -> None:
     from folio.dataflows.asking import _library
-    from folio.nodes.answering import _agent_run
-    from folio.nodes.backends.tools import BookTools, Session, ToolBudget
-    from folio.nodes.routing import book_catalog
+    from folio.nodes.backends.book_tools import BookTools, Session, ToolBudget
+    from folio.nodes.query.answering import _agent_run
+    from folio.nodes.query.routing import book_catalog
 
     _, stores, maps = _library(alice_library)
     budget = ToolBudget(8)
@@ -188,7 +188,7 @@ def test_the_agent_never_runs_a_tool_call_without_its_arguments(real_llm: Any, a
 def test_kiwix_disambiguation_with_the_real_model(real_llm: Any, tmp_path: Path) -> None:
     from folio.dataflows.config import load_config
     from folio.dataflows.kiwix_query import kiwix_answer
-    from folio.nodes.disambiguation import _contains_whole_word
+    from folio.nodes.kiwix.disambiguation import _contains_whole_word
     from tests.conftest import ZIMS
     from tests.test_disambiguation import WIKI
 

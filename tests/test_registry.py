@@ -119,14 +119,14 @@ def test_ingest_declares_its_never_cached_nodes_and_no_node_module_decorates_cac
         nodes = {v.name for v in driver_for(dag.name, config).list_available_variables()}
         assert set(dag.never_cached) <= nodes, dag.name
     for name in (
-        "parsing",
-        "chunking",
-        "encoding",
-        "embedding",
-        "lexical",
-        "vectors",
-        "staging",
-        "retrieval",
+        "ingest.parsing",
+        "ingest.chunking",
+        "search.encoding",
+        "ingest.embedding",
+        "ingest.lexical",
+        "ingest.vectors",
+        "ingest.staging",
+        "search.retrieval",
     ):
         source = inspect.getsource(registry.importlib.import_module(f"folio.nodes.{name}"))
         assert "@cache(" not in source, name

@@ -1,10 +1,10 @@
 import pytest
 
-from folio.nodes.scores import fuse_convex as _fuse_convex
-from folio.nodes.scores import fuse_rrf as _fuse_rrf
-from folio.nodes.scores import max_normalised as _max_normalised
-from folio.nodes.scores import merge_ranked as _merge
-from folio.nodes.types import Hit
+from folio.nodes.core.ranking import fuse_convex as _fuse_convex
+from folio.nodes.core.ranking import fuse_rrf as _fuse_rrf
+from folio.nodes.core.ranking import max_normalised as _max_normalised
+from folio.nodes.core.ranking import merge_ranked as _merge
+from folio.nodes.core.types import Hit
 
 
 def _hit(chunk: str, score: float, book: str = "b") -> Hit:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import _library, ask_config, ask_driver
+from folio.nodes.backends.book_tools import BookTools, Session, ToolBudget
 from folio.nodes.backends.llm import OpenAIChatClient
-from folio.nodes.backends.tools import BookTools, Session, ToolBudget
-from folio.nodes.routing import _clauses, _decide, _resolve_ambiguous, _validated, routes__openai
-from folio.nodes.types import BookInfo, RouteDecision
+from folio.nodes.core.types import BookInfo, RouteDecision
+from folio.nodes.query.routing import _clauses, _decide, _resolve_ambiguous, _validated, routes__openai
 from tests.servers import Reply, ScriptedLLMServer
 
 
@@ -183,8 +183,8 @@ def test_server_error_falls_back_to_the_deterministic_router(fairytale_library: 
 
 
 def test_definitional_question_is_not_book_on_common_words_alone() -> None:
-    from folio.nodes.routing import BOOK_MIN_SIGNAL, _book_signal
-    from folio.nodes.types import BookInfo
+    from folio.nodes.core.types import BookInfo
+    from folio.nodes.query.routing import BOOK_MIN_SIGNAL, _book_signal
 
     book = BookInfo("sherlock", "The Adventures of Sherlock Holmes", "Arthur Conan Doyle")
     chunk = "Our gas was lit; the noble lord had a smear of ink upon his finger."

@@ -1,11 +1,11 @@
-"""Routing knows a book's series and every author (nodes/routing.py, from Calibre metadata)."""
+"""Routing knows a book's series and every author (nodes/query/routing.py, from Calibre metadata)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from folio.nodes.routing import TITLE_SIGNAL, _book_signal, book_catalog
-from folio.nodes.types import BookInfo
+from folio.nodes.core.types import BookInfo
+from folio.nodes.query.routing import TITLE_SIGNAL, _book_signal, book_catalog
 
 HOUND = BookInfo(
     "hound",

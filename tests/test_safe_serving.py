@@ -33,7 +33,7 @@ from folio.dataflows.http_guard import host_problem, ingest_path_problem, origin
 from folio.dataflows.library import removal_target
 from folio.dataflows.mcp_stdio import MAX_FRAME_BYTES, screen
 from folio.nodes.backends.library_index import usearch_index
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.conftest import REPO_DIR
 from tests.servers import stop_by_pid
 from tests.test_hardening_cli import book_ids

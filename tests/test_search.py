@@ -9,7 +9,7 @@ import pytest
 
 from folio.dataflows.api import search
 from folio.dataflows.library import Library
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.conftest import REPO_DIR
 
 HOSTILE = [

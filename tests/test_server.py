@@ -18,7 +18,7 @@ from bench.scaling import small_books, write_book_files
 from folio.dataflows import server as server_module
 from folio.dataflows.server import bind_token, create_app, needs_token, status_for
 from folio.dataflows.service import MAX_QUESTION_CHARS, Service
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.conftest import REPO_DIR, ZIMS
 from tests.servers import ServedApp
 

@@ -19,12 +19,12 @@ PACKAGES = ("nodes", "dataflows")
 
 # Over the limit today, with their size at most (lines).
 KNOWN_MODULES = {
-    "nodes/answering.py": 608,
+    "nodes/query/answering.py": 610,
     "nodes/backends/library_index.py": 1215,
-    "nodes/backends/tools.py": 759,
-    "nodes/concepts.py": 794,
-    "nodes/reading.py": 821,
-    "nodes/types.py": 893,
+    "nodes/backends/book_tools.py": 759,
+    "nodes/ingest/concepts.py": 794,
+    "nodes/core/reading.py": 821,
+    "nodes/core/types.py": 896,
     "dataflows/cli.py": 733,
 }
 KNOWN_FUNCTIONS = {

@@ -10,9 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from folio.nodes.backends.book_tools import PendingJobs, shared_pool
 from folio.nodes.backends.searxng import SearxngSource
-from folio.nodes.backends.tools import PendingJobs, shared_pool
-from folio.nodes.source_fusion import (
+from folio.nodes.core.types import (
+    Citation,
+    ContextSection,
+    Deadline,
+    FolioError,
+    KiwixContext,
+    KiwixResult,
+    RouteDecision,
+    SourceResult,
+)
+from folio.nodes.query.source_fusion import (
     NO_RESULTS,
     _dedupe,
     _fuse_results,
@@ -24,16 +34,6 @@ from folio.nodes.source_fusion import (
     fused_context,
     source_names,
     source_plan,
-)
-from folio.nodes.types import (
-    Citation,
-    ContextSection,
-    Deadline,
-    FolioError,
-    KiwixContext,
-    KiwixResult,
-    RouteDecision,
-    SourceResult,
 )
 
 ORDER = ("book", "kiwix", "web", "news")
@@ -312,7 +312,7 @@ def test_an_abandoned_source_job_does_not_keep_the_process_alive() -> None:
     import sys
 
     code = (
-        "import time; from folio.nodes.backends.tools import PendingJobs, shared_pool;"
+        "import time; from folio.nodes.backends.book_tools import PendingJobs, shared_pool;"
         "p = PendingJobs(shared_pool(12), [('web', 'q', lambda c: time.sleep(600))]);"
         "print(p.collect(0.2)[1])"
     )

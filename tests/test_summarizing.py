@@ -14,9 +14,9 @@ from folio.dataflows.caching import cache_info
 from folio.dataflows.doctor import examine
 from folio.dataflows.library import Library
 from folio.dataflows.summarizing import summary
+from folio.nodes.backends.book_tools import forget_summaries
 from folio.nodes.backends.summaries import EXTRACTIVE_ID, LLMSummarizer
 from folio.nodes.backends.summary_store import store_path, summary_store
-from folio.nodes.backends.tools import forget_summaries
 from tests.conftest import BOOKS, run_folio
 from tests.servers import ScriptedLLMServer
 

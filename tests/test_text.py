@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from folio.nodes.text import (
+from folio.nodes.core.text import (
     ABBREVIATIONS,
     NAME_WORD,
     QUESTION_STOPWORDS,
@@ -334,7 +334,7 @@ def test_fts_expression_is_none_without_words(query):
 
 
 def test_stems_are_remembered_for_short_texts_only():
-    from folio.nodes import text as text_module
+    from folio.nodes.core import text as text_module
 
     short = "The hunters were hunting the wolf's horses in a short remembered line"
     long = "hunting wolves " * (text_module.STEMS_CACHED_CHARS // 10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from folio.nodes.backends.tools import BookTools, SemanticUnavailable, Session, ToolBudget
+from folio.nodes.backends.book_tools import BookTools, SemanticUnavailable, Session, ToolBudget
 
 
 class BrokenIndex:

@@ -15,7 +15,7 @@ try:  # the benchmarks live in bench/ once issue 29's move is merged; before it,
 except ModuleNotFoundError:
     from bench.scaling import small_books, write_book_files
 from folio.dataflows.watching import FolderWatcher, checked_watch_paths, relevant_change, touched_roots
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 from tests.conftest import DATA_DIR
 
 SUFFIXES = (".epub", ".txt")

@@ -1,6 +1,6 @@
 """Answer types: what a question asks for, and whether a sentence holds a thing of that type.
 
-The reader (``nodes/reading.py``) adds ``type_cue`` to its kind cue, so that inside the right chapter or
+The reader (``nodes/core/reading.py``) adds ``type_cue`` to its kind cue, so that inside the right chapter or
 article the sentence holding an answer of the asked type wins over one that only repeats the question's
 words (an article's lead, a chapter's sentence that names the subject). Cues that hold for any question:
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from folio.nodes.text import STOPWORDS, base_word, fold, words
+from folio.nodes.core.text import STOPWORDS, base_word, fold, words
 
 NUMBER_WORDS = frozenset(
     [

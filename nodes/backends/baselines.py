@@ -29,7 +29,7 @@ import numpy as np
 
 from folio.nodes.backends.book_store import BookStore
 from folio.nodes.backends.encoder import unit_means
-from folio.nodes.types import FolioError, Hit
+from folio.nodes.core.types import FolioError, Hit
 
 BM25S_INSTALL = "the bm25s baseline needs bm25s: pip install 'folio[baselines]'"
 

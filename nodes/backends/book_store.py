@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from folio.nodes.backends.library_index import LibraryIndex
-from folio.nodes.types import Hit
+from folio.nodes.core.types import Hit
 
 
 class BookStore:

@@ -1,6 +1,6 @@
 """Deadlines: the active deadline of the running work and HTTP clients bounded by it.
 
-``deadline_scope(deadline)`` makes ``deadline`` (a ``nodes.types.Deadline``) active for the code run
+``deadline_scope(deadline)`` makes ``deadline`` (a ``nodes.core.types.Deadline``) active for the code run
 inside it, in this thread and in the jobs it hands to the fusion pool (their ``contextvars`` are
 copied); nested scopes keep the nearer deadline. ``active_deadline()`` is the active one (None outside
 any scope): ``dataflows.asking.ask`` opens a scope of ``ask_deadline_seconds`` around the whole graph,
@@ -29,7 +29,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from folio.nodes.types import Deadline
+from folio.nodes.core.types import Deadline
 
 _ACTIVE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("folio_deadline", default=None)
 

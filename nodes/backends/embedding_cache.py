@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 
 def window_key(model_id: str, text: str) -> str:

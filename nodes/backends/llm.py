@@ -52,7 +52,7 @@ from typing import Any
 import httpx
 
 from folio.nodes.backends.deadlines import active_deadline
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 JSON_MODES = ("json_schema", "json_object_schema", "json_object", "plain")
 TRANSIENT_STATUSES = frozenset((429, 502, 503, 504))

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from folio.nodes.backends.encoder import ALIASES, Encoder, query_prefix_for, resolve_model_dir
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 # What the stored model is made with; any change names a new folder (and a new model id). Measured on
 # Alice windows (CPU time vs torch fp32, mean cosine): per-tensor int8 1.58x at 0.954; per-channel 1.60x at

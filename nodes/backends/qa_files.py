@@ -1,6 +1,6 @@
-"""Question files for the evaluation DAG (``nodes.evaluation``): FairytaleQA CSV and JSONL lines.
+"""Question files for the evaluation DAG (``nodes.eval.metrics``): FairytaleQA CSV and JSONL lines.
 
-The formats (book, Kiwix and library lines) are described in ``nodes.evaluation``; this module only reads
+The formats (book, Kiwix and library lines) are described in ``nodes.eval.metrics``; this module only reads
 them into ``QAItem`` values. Config keys: none. Limitations: a FairytaleQA file needs its
 ``sections.csv`` beside it.
 """
@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 
 @dataclass(frozen=True)

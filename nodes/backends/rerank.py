@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 LLM_PASSAGE_CHARS = 400  # each passage as the LLM reranker sees it
 LLM_ORDER_TOKENS = 96  # the reply's bound: a JSON list of at most ~20 small ids

@@ -5,7 +5,8 @@
 result URLs. ``category`` is ``general`` for the ``web`` source and ``news`` for ``news``.
 The instance must allow the JSON format (``search.formats: [html, json]`` in its settings.yml).
 
-Config keys (read by ``nodes/source_fusion.py::web_sources``): ``searxng_url``, ``searxng_timeout_seconds``,
+Config keys (read by ``nodes/query/source_fusion.py::web_sources``): ``searxng_url``,
+``searxng_timeout_seconds``,
 ``searxng_max_results``.
 Each search has an overall deadline of ``searxng_timeout_seconds`` (connect and every read together,
 ``nodes.backends.deadlines``), nested in the active one (an ``ask``'s total deadline).
@@ -19,7 +20,7 @@ import time
 import httpx
 
 from folio.nodes.backends.deadlines import deadline_client, deadline_scope
-from folio.nodes.types import Citation, Deadline, FolioError, SourceResult
+from folio.nodes.core.types import Citation, Deadline, FolioError, SourceResult
 
 SOURCE_CATEGORIES = {"web": "general", "news": "news"}
 

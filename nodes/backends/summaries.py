@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from folio.nodes.backends.llm import LLMError
-from folio.nodes.text import content_words, sentences
-from folio.nodes.types import Deadline
+from folio.nodes.core.text import content_words, sentences
+from folio.nodes.core.types import Deadline
 
 SECTION_CHUNKS = 8  # extractive: chunks per section
 SUMMARY_SENTENCES = 3  # extractive: sentences kept per section and per chapter

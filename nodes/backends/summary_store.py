@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from folio.nodes.backends.book_store import BookStore
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 STORE_DIR = ("cache", "summaries")
 STORE_FILE = "summaries.db"

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 if TYPE_CHECKING:
     from usearch.index import Index

@@ -1,6 +1,6 @@
 """Worker sizing for library ingest: cores this process may use, pool size, torch threads per worker.
 
-Shared by the library DAG (``nodes.collection``: torch threads in each worker) and the executor that
+Shared by the library DAG (``nodes.ingest.collection``: torch threads in each worker) and the executor that
 runs it (``dataflows.parallel``: how many processes), so both size the pool the same way.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 
 def available_cores() -> int:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from folio.nodes.types import Citation, FolioError, RawChapter
+from folio.nodes.core.types import Citation, FolioError, RawChapter
 
 # A paragraph and where its pages start in it: ``((0, "47"), (310, "48"))`` (empty without pages).
 Located = tuple[str, tuple[tuple[int, str], ...]]

@@ -22,6 +22,7 @@ from typing import Any
 
 from lxml import etree
 
+from folio.nodes.core.types import FolioError, ParsedBook
 from folio.nodes.readers.common import (
     book_chapters,
     checked_chapters,
@@ -32,7 +33,6 @@ from folio.nodes.readers.common import (
     top_level,
 )
 from folio.nodes.readers.markup import local
-from folio.nodes.types import FolioError, ParsedBook
 
 ZIP_EXPANSION = 4  # a DOCX's parts may unpack to at most this many times ``max_book_bytes``
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"

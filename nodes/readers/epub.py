@@ -1,5 +1,5 @@
 """The EPUB reader (EPUB 2 and 3): spine order, chapters cut at the table of contents' entries (rules in
-``folio.nodes.parsing``'s docstring), container checks before anything is parsed.
+``folio.nodes.ingest.parsing``'s docstring), container checks before anything is parsed.
 
 Refused in one line: a zip that is not an EPUB, contents that unpack to more than ``ZIP_EXPANSION``
 times ``max_book_bytes`` (a zip bomb), XML entity declarations, DRM (Readium LCP, Adobe ADEPT
@@ -17,9 +17,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
+from folio.nodes.core.types import FolioError, ParsedBook
 from folio.nodes.readers.common import book_chapters, checked_chapters, clean_inline, megabytes, storable
 from folio.nodes.readers.markup import HtmlBlock, html_blocks, local, xml_root
-from folio.nodes.types import FolioError, ParsedBook
 
 MAX_BOOK_BYTES = 200_000_000  # configs/default.yaml's ``max_book_bytes``
 ZIP_EXPANSION = 4  # an EPUB's contents may unpack to at most this many times ``max_book_bytes``

@@ -19,6 +19,7 @@ from typing import Any
 
 from lxml import etree
 
+from folio.nodes.core.types import FolioError, ParsedBook
 from folio.nodes.readers.common import (
     book_chapters,
     checked_chapters,
@@ -28,7 +29,6 @@ from folio.nodes.readers.common import (
     top_level,
 )
 from folio.nodes.readers.markup import local
-from folio.nodes.types import FolioError, ParsedBook
 
 _PARAGRAPHS = frozenset({"p", "subtitle", "text-author", "stanza"})
 _LABEL = re.compile(r"^(book|part|chapter|section|canto|act)\s+\S+\.?$", re.IGNORECASE)

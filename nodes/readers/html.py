@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lxml import etree
 
+from folio.nodes.core.types import ParsedBook
 from folio.nodes.readers.common import (
     book_chapters,
     checked_chapters,
@@ -25,8 +26,7 @@ from folio.nodes.readers.common import (
     top_level,
 )
 from folio.nodes.readers.markup import html_blocks, html_root, local
-from folio.nodes.readers.text import without_gutenberg
-from folio.nodes.types import ParsedBook
+from folio.nodes.readers.plain_text import without_gutenberg
 
 _PG_TITLE = re.compile(r"^The Project Gutenberg e-?Book of (.+?)(?:, by (.+))?$", re.IGNORECASE)
 

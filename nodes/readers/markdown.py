@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from folio.nodes.core.types import FolioError, ParsedBook
 from folio.nodes.readers.common import (
     book_chapters,
     checked_chapters,
@@ -22,8 +23,7 @@ from folio.nodes.readers.common import (
     heading_sections,
     storable,
 )
-from folio.nodes.readers.text import decoded_text
-from folio.nodes.types import FolioError, ParsedBook
+from folio.nodes.readers.plain_text import decoded_text
 
 INSTALL = "pip install markdown-it-py (or reinstall Folio: it is a core dependency)"
 _FIELD = re.compile(r"^(title|author|language|lang)\s*:\s*(.+)$", re.IGNORECASE)

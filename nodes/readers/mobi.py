@@ -27,11 +27,11 @@ from typing import Any
 
 from lxml import html as lxml_html
 
+from folio.nodes.core.types import FolioError, ParsedBook
 from folio.nodes.readers.common import book_chapters, checked_chapters, clean_inline, storable
 from folio.nodes.readers.epub import TocNode, toc_starts
 from folio.nodes.readers.markup import html_blocks
-from folio.nodes.readers.text import without_gutenberg
-from folio.nodes.types import FolioError, ParsedBook
+from folio.nodes.readers.plain_text import without_gutenberg
 
 _ENCODINGS = {1252: "cp1252", 65001: "utf-8"}
 _TOC_REF = re.compile(rb"""<reference\b[^>]*\btype=["']?toc["']?[^>]*>""", re.IGNORECASE)

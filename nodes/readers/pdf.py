@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from folio.nodes.core.types import FolioError, ParsedBook
 from folio.nodes.readers import ocr
 from folio.nodes.readers.common import Located, checked_chapters, located_chapters, storable
 from folio.nodes.readers.pdf_layout import (
@@ -35,7 +36,6 @@ from folio.nodes.readers.pdf_layout import (
     paragraphs,
     printed_numbers,
 )
-from folio.nodes.types import FolioError, ParsedBook
 
 MAX_PDF_PAGES = 20_000  # more pages than this is refused before any page is read
 INSTALL = "pip install pypdfium2 (or reinstall Folio: it is a core dependency)"

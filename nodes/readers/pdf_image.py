@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from folio.nodes.types import FolioError
+from folio.nodes.core.types import FolioError
 
 PAGE_DPI = 110
 MARK_WORDS = 8

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from folio.nodes.types import FolioError, ParsedBook
+from folio.nodes.core.types import FolioError, ParsedBook
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ FORMATS: tuple[Format, ...] = (
     Format("fb2", "FB2", (".fb2",), "fb2", _is_fb2),
     Format("html", "HTML", (".html", ".htm", ".xhtml"), "html"),
     Format("markdown", "Markdown", (".md", ".markdown"), "markdown"),
-    Format("txt", "plain text", (".txt", ".text"), "text"),
+    Format("txt", "plain text", (".txt", ".text"), "plain_text"),
 )
 BOOK_SUFFIXES: tuple[str, ...] = tuple(s for f in FORMATS for s in f.suffixes)
 

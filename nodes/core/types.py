@@ -1,0 +1,896 @@
+"""Shared value types passed between Folio's stages.
+
+Every node output is a small immutable value: a frozen dataclass or a tuple of them.
+Offsets are character offsets into a chapter's text (``chapter.text[start:end]``).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from folio.nodes.core.text import STOPWORDS, base_words
+
+# Honorifics and titles and the gender they imply ("" = either): split off names by the concept map
+# builder (``nodes.ingest.concepts``); never a hit on their own in ``concept_map_lookup``.
+HONORIFICS = {
+    "mr": "m", "mister": "m", "messrs": "m", "sir": "m", "lord": "m", "monsieur": "m", "herr": "m",
+    "king": "m", "prince": "m", "count": "m", "baron": "m", "duke": "m", "master": "m", "father": "m",
+    "mrs": "f", "miss": "f", "ms": "f", "madame": "f", "mme": "f", "mademoiselle": "f", "lady": "f",
+    "dame": "f", "queen": "f", "princess": "f", "countess": "f", "duchess": "f", "frau": "f",
+    "dr": "", "doctor": "", "captain": "", "capt": "", "colonel": "", "col": "", "major": "",
+    "general": "", "inspector": "", "professor": "", "prof": "", "rev": "", "reverend": "",
+    "lieutenant": "", "lt": "", "sergeant": "", "judge": "", "mate": "",
+}  # fmt: skip
+
+# What an answer says when the evidence does not support one (``nodes.query.answering``;
+# ``nodes.eval.metrics``
+# checks it).
+NOT_FOUND = "I could not find support for this in the books."
+
+
+def one_line(text: str) -> str:
+    """``text`` safe to print on one line: control characters escaped (``\\n``, ``\\x1b``), and the bytes of
+    a non-UTF-8 file name (surrogate escapes) shown as ``\\xNN``; printable text is unchanged."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        elif "\udc80" <= ch <= "\udcff":
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        else:
+            out.append(repr(ch)[1:-1])
+    return "".join(out)
+
+
+class FolioError(Exception):
+    """A user-facing failure about one file or source: printed as one line by the CLI.
+
+    ``source`` names the file, book or server the failure concerns (kept as given); the message and
+    ``reason`` are ``one_line``: a file name with a newline or non-UTF-8 bytes cannot split or break it.
+    """
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = one_line(str(reason))
+        super().__init__(f"{one_line(str(source))}: {self.reason}")
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A moment (``time.monotonic()`` seconds) by which some work must be done, ``seconds`` after it began.
+
+    One ``ask`` has one (``ask_deadline_seconds``): router, sources and answer together. A client
+    bounds each wait with ``bound(its own timeout)`` and stops when ``remaining()`` is 0.
+    """
+
+    at: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        """The deadline ``seconds`` from now."""
+        return cls(time.monotonic() + float(seconds), float(seconds))
+
+    def remaining(self) -> float:
+        """Seconds left (0.0 once passed)."""
+        return max(0.0, self.at - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+    def bound(self, timeout: float | None) -> float:
+        """``timeout`` cut to the time left (the time left when ``timeout`` is None)."""
+        left = self.remaining()
+        return left if timeout is None else min(float(timeout), left)
+
+
+def interrupted(exc: BaseException) -> bool:
+    """``exc`` is, or was raised while handling, a Ctrl-C (``KeyboardInterrupt``): a library's clean-up
+    hook (Hamilton's cache adapter asserts) may replace the interrupt with its own error on the way out."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+@dataclass(frozen=True)
+class RawChapter:
+    """A chapter as parsed from the source: title and plain text (paragraphs separated by blank lines)."""
+
+    title: str
+    text: str
+    pages: tuple[tuple[int, str], ...] = ()  # (offset in text, page label) where each page starts
+
+
+@dataclass(frozen=True)
+class ParsedBook:
+    """A parsed source file before ids are assigned."""
+
+    source_path: str
+    format: str  # the reader's format name (readers.table): "epub", "txt", "pdf", "mobi", ...
+    title: str
+    author: str
+    language: str
+    chapters: tuple[RawChapter, ...]
+    page_count: int = 0  # pages of a paged format (PDF), 0 otherwise
+    page_labels: tuple[str, ...] = ()  # each page's label, in file order (PDF)
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """A chapter with its stable, content-derived id."""
+
+    chapter_id: str
+    order: int
+    title: str
+    text: str
+    pages: tuple[tuple[int, str], ...] = ()  # (offset in text, page label) where each page starts
+
+    @property
+    def length(self) -> int:
+        return len(self.text)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a book is: identity, metadata and its chapters in reading order."""
+
+    book_id: str
+    title: str
+    author: str
+    language: str
+    source_file: str
+    format: str
+    content_hash: str
+    chapters: tuple[Chapter, ...]
+    page_labels: tuple[str, ...] = ()  # a paged format's page labels in file order (PDF), else empty
+
+    def chapter(self, chapter_id: str) -> Chapter:
+        for chapter in self.chapters:
+            if chapter.chapter_id == chapter_id:
+                return chapter
+        raise KeyError(chapter_id)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A span of one chapter: ``chapter.text[start:end] == text``; never crosses a chapter boundary."""
+
+    chunk_id: str
+    chapter_id: str
+    ordinal: int  # position of the chunk within the book
+    start: int
+    end: int
+    n_tokens: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Window:
+    """A piece of a chunk that fits the encoder's window; several windows map back to one chunk."""
+
+    window_id: int  # key in the vector index, unique within the book
+    chunk_id: str
+    start: int  # chapter offsets, inside the chunk's span
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result, located exactly."""
+
+    book_id: str
+    chapter_id: str
+    chapter_title: str
+    chunk_id: str
+    start: int
+    end: int
+    score: float
+    text: str
+    signals: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "book_id": self.book_id,
+            "chapter_id": self.chapter_id,
+            "chapter_title": self.chapter_title,
+            "chunk_id": self.chunk_id,
+            "start": self.start,
+            "end": self.end,
+            "score": round(self.score, 6),
+            "text": self.text,
+        }
+
+
+# --- Kiwix (ZIM archives) -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KiwixCatalog:
+    """The books a Kiwix backend offers, or why it offers none (a kiwix-serve that cannot be reached)."""
+
+    books: tuple[KiwixBook, ...]
+    error: tuple[str, str] | None = None  # (source, reason)
+
+
+@dataclass(frozen=True)
+class KiwixBook:
+    """One ZIM archive as a searchable book. ``name`` is the file name without ``.zim``."""
+
+    name: str
+    title: str
+    language: str
+    description: str
+    article_count: int
+    is_wikipedia: bool
+    location: str  # file path (libzim) or base URL (http)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One article found in a Kiwix book, with clean text (no HTML) in title and excerpt."""
+
+    book: str
+    path: str
+    title: str
+    excerpt: str
+    url: str
+    origin: str = "search"  # how it was found: "search", "suggest", "disambiguation", ...
+
+
+@dataclass(frozen=True)
+class ArticleSection:
+    """One section of an article: its heading path and its prose (``nodes/backends/html_text.py``).
+
+    ``title`` is "" for the lead and "Heading › Subheading" below; ``paragraphs`` are prose only (no
+    infobox, navbox, link list, reference, hatnote or caption); ``tables`` hold each data table of the
+    section as lines, one row a line, cells joined by " | " (header row first).
+    """
+
+    title: str
+    paragraphs: tuple[str, ...]
+    tables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Article:
+    """A whole article read from a Kiwix book, as clean text, and its prose by section."""
+
+    book: str
+    path: str
+    title: str
+    text: str
+    url: str
+    sections: tuple[ArticleSection, ...] = ()
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """A file an ingest node wrote into the book's staging directory."""
+
+    path: str
+    count: int
+
+
+@dataclass(frozen=True)
+class StagedBook:
+    """A fully written staged book directory, ready to be committed into the library."""
+
+    book_id: str
+    directory: str
+    title: str
+    n_chapters: int
+    n_chunks: int
+    n_windows: int
+
+
+# --- Concept map (nodes/ingest/concepts.py) ---------------------------------------------------------------
+# A per-book map of entities, themes and events with chapter links and light evidence. Chapter ids of
+# every item are ordered by evidence (strongest first). ``to_json`` is deterministic (sorted keys,
+# floats rounded to 6 places), so the same book and config give byte-identical bytes.
+
+CONCEPT_MAP_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """An excerpt pointer: ``chapter.text[start:end]``, inside the span of chunk ``chunk_id``."""
+
+    chapter_id: str
+    chunk_id: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A named character, place or thing; ``aliases`` lists every surface form, the name included."""
+
+    entity_id: str
+    name: str
+    aliases: tuple[str, ...]
+    mentions: int
+    chapter_ids: tuple[str, ...]
+    terms: tuple[str, ...]
+    excerpts: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Theme:
+    """A cluster of chunks about one topic: a short label, its keywords and the chapters it spans."""
+
+    theme_id: str
+    label: str
+    keywords: tuple[str, ...]
+    size: int  # chunks in the cluster
+    cohesion: float  # mean blended similarity between its chunks
+    chapter_ids: tuple[str, ...]
+    excerpts: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Entities that appear together (same paragraph or window), where and how often."""
+
+    event_id: str
+    label: str
+    participants: tuple[str, ...]  # entity ids, most salient first
+    weight: int  # paragraphs or windows where they appear together
+    chapter_ids: tuple[str, ...]
+    terms: tuple[str, ...]
+    excerpts: tuple[Evidence, ...]
+
+
+def _concept_plain(value: object) -> object:
+    """JSON-ready form of concept-map values (tuples as lists, floats rounded)."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, (tuple, list)):
+        return [_concept_plain(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _concept_plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    return value
+
+
+_Item_T = TypeVar("_Item_T")
+
+
+def _concept_item(cls: type[_Item_T], row: dict) -> _Item_T:
+    """Rebuild one entity, theme or event from its JSON form (lists back to tuples)."""
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
+    values["excerpts"] = tuple(Evidence(**e) for e in row["excerpts"])
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class ConceptMap:
+    """A book's concept map: entities, themes and events, each linked to at most 24 chapters."""
+
+    book_id: str
+    entities: tuple[Entity, ...]
+    themes: tuple[Theme, ...]
+    events: tuple[Event, ...]
+    version: int = CONCEPT_MAP_VERSION
+
+    def to_json(self) -> bytes:
+        """Deterministic UTF-8 JSON: sorted keys, no whitespace, floats rounded to 6 places."""
+        import json
+
+        return json.dumps(
+            _concept_plain(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ConceptMap:
+        """Read bytes written by ``to_json``; raise FolioError if they are not a concept map."""
+        import json
+
+        try:
+            raw = json.loads(data)
+            return cls(
+                book_id=raw["book_id"],
+                entities=tuple(_concept_item(Entity, row) for row in raw["entities"]),
+                themes=tuple(_concept_item(Theme, row) for row in raw["themes"]),
+                events=tuple(_concept_item(Event, row) for row in raw["events"]),
+                version=int(raw["version"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FolioError("concept map", f"not a valid concept map: {exc}") from None
+
+    def lookup(self, query: str, limit: int = 10) -> ConceptMatches:
+        """Items matching ``query`` and their chapters, best first (``concept_map_lookup``)."""
+        return concept_map_lookup(self, query, limit)
+
+
+@dataclass(frozen=True)
+class ConceptMatch:
+    """One concept-map item matching a query: ``kind`` is "entity", "theme" or "event"."""
+
+    kind: str
+    item_id: str
+    label: str
+    score: float
+    chapter_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConceptMatches:
+    """Concept-map items matching a query, best first, and the chapters they point to, best first."""
+
+    query: str
+    entities: tuple[ConceptMatch, ...]
+    themes: tuple[ConceptMatch, ...]
+    events: tuple[ConceptMatch, ...]
+    chapter_ids: tuple[str, ...]
+
+
+# --- concept-map lookup (``ConceptMap.lookup``) ----------------------------------------------------
+# Scoring: a query word hits an item through the words of its aliases (entities), keywords (themes) or
+# its participants' aliases (events); titles ("Mr.", "Captain") and stop words never hit on their own.
+# An item scores its best phrase as (share of the phrase in the query) x (share of the query it covers),
+# themes x0.8, keyword k of n x(1 - 0.5 k / n); an event scores the sum of its participants, halved when
+# one is not named. Matches below 0.3 x the best are dropped.
+# Limitations: exact words only (no stemming, no synonyms, no embeddings): "whales" does not hit
+# "whale", and a question about a theme in other words finds nothing.
+
+_KIND_WEIGHT = {"entity": 1.0, "event": 1.0, "theme": 0.8}
+_MIN_RELATIVE_SCORE = 0.3  # matches scoring below this fraction of the best match are dropped
+_RANK_DECAY = 0.1  # an item's k-th chapter counts 1 / (1 + 0.1 k) of the item's score
+
+
+@dataclass(frozen=True)
+class _Item:
+    kind: str
+    item_id: str
+    label: str
+    chapter_ids: tuple[str, ...]
+    prior: float  # mentions, chunks or co-occurrences: breaks ties between equal scores
+    phrases: tuple[tuple[tuple[str, ...], float], ...]  # (words, weight)
+    participants: tuple[int, ...] = ()  # for events: item indexes of the participant entities
+
+
+@dataclass(frozen=True)
+class _LookupIndex:
+    items: tuple[_Item, ...]
+    postings: dict[str, tuple[int, ...]]  # word -> items whose phrases hold it (titles excluded)
+    titles: frozenset[str]  # honorifics and titles: they never hit an item on their own
+
+
+_INDEXES: dict[int, tuple[weakref.ref[ConceptMap], _LookupIndex]] = {}
+
+
+def _phrase_words(text: str) -> tuple[str, ...]:
+    return tuple(base_words(text))
+
+
+def _lookup_index(concept_map: ConceptMap) -> _LookupIndex:
+    """Phrases and an inverted index of a concept map, built once per map object (pure)."""
+    titles = frozenset(HONORIFICS)
+    items: list[_Item] = []
+    entity_item = {}
+    for e in concept_map.entities:
+        entity_item[e.entity_id] = len(items)
+        phrases = tuple(dict.fromkeys((_phrase_words(a), 1.0) for a in e.aliases if _phrase_words(a)))
+        items.append(_Item("entity", e.entity_id, e.name, e.chapter_ids, float(e.mentions), phrases))
+    for t in concept_map.themes:
+        n = max(1, len(t.keywords))
+        phrases = tuple(
+            (_phrase_words(k), 1.0 - 0.5 * i / n) for i, k in enumerate(t.keywords) if _phrase_words(k)
+        )
+        items.append(_Item("theme", t.theme_id, t.label, t.chapter_ids, float(t.size), phrases))
+    for v in concept_map.events:
+        members = tuple(entity_item[p] for p in v.participants if p in entity_item)
+        items.append(_Item("event", v.event_id, v.label, v.chapter_ids, float(v.weight), (), members))
+    postings: dict[str, set[int]] = defaultdict(set)
+    for i, item in enumerate(items):
+        for phrase, _ in item.phrases:
+            for w in phrase:
+                if w not in titles and w not in STOPWORDS:
+                    postings[w].add(i)
+        for member in item.participants:
+            for phrase, _ in items[member].phrases:
+                for w in phrase:
+                    if w not in titles and w not in STOPWORDS:
+                        postings[w].add(i)
+    return _LookupIndex(tuple(items), {w: tuple(sorted(ids)) for w, ids in postings.items()}, titles)
+
+
+def _cached_index(concept_map: ConceptMap) -> _LookupIndex:
+    key = id(concept_map)
+    entry = _INDEXES.get(key)
+    if entry is not None and entry[0]() is concept_map:
+        return entry[1]
+    index = _lookup_index(concept_map)
+
+    def forget(_: object, k: int = key) -> None:
+        _INDEXES.pop(k, None)
+
+    _INDEXES[key] = (weakref.ref(concept_map, forget), index)
+    return index
+
+
+def _phrase_score(phrase: tuple[str, ...], query: Sequence[str], query_set: frozenset[str]) -> float:
+    """(share of the phrase found in the query) x (share of the query it covers); 1.0 = exact match."""
+    matched = sum(1 for w in set(phrase) if w in query_set)
+    if not matched:
+        return 0.0
+    return (matched / len(set(phrase))) * (matched / len(query_set))
+
+
+def _item_score(index: _LookupIndex, i: int, query: Sequence[str], query_set: frozenset[str]) -> float:
+    item = index.items[i]
+    if item.kind == "event":
+        scores = [_item_score(index, m, query, query_set) for m in item.participants]
+        return sum(scores) * (1.0 if all(scores) else 0.5)
+    return max((weight * _phrase_score(p, query, query_set) for p, weight in item.phrases), default=0.0)
+
+
+def concept_map_lookup(concept_map: ConceptMap, query: str, limit: int = 10) -> ConceptMatches:
+    """Entities, themes and events matching ``query``, best first, and the chapters they point to.
+
+    Scores are in [0, 1] (theme scores x0.8); an event needs its participants named in the query for a
+    full score. A chapter scores the sum over matching items of the item's score, decayed by the chapter's
+    rank in that item's chapter list (so chapters where several matches meet come first).
+    The map's lookup index is built on first use and kept while the map lives, so a lookup takes well
+    under a millisecond.
+    """
+    index = _cached_index(concept_map)
+    terms = [w for w in _phrase_words(query) if w not in STOPWORDS]
+    query_set = frozenset(terms)
+    candidates = sorted({i for w in query_set if w not in index.titles for i in index.postings.get(w, ())})
+    scored = []
+    for i in candidates:
+        score = _item_score(index, i, terms, query_set) * _KIND_WEIGHT[index.items[i].kind]
+        if score > 0:
+            scored.append((round(score, 6), i))
+    best = max((s for s, _ in scored), default=0.0)
+    scored = [(s, i) for s, i in scored if s >= _MIN_RELATIVE_SCORE * best]
+    scored.sort(key=lambda si: (-si[0], -index.items[si[1]].prior, index.items[si[1]].item_id))
+    by_kind: dict[str, list[ConceptMatch]] = {"entity": [], "theme": [], "event": []}
+    chapters: dict[str, float] = defaultdict(float)
+    for score, i in scored:
+        item = index.items[i]
+        if len(by_kind[item.kind]) >= limit:
+            continue
+        by_kind[item.kind].append(ConceptMatch(item.kind, item.item_id, item.label, score, item.chapter_ids))
+        for rank, chapter_id in enumerate(item.chapter_ids):
+            chapters[chapter_id] += score / (1.0 + _RANK_DECAY * rank)
+    ranked = sorted(chapters, key=lambda c: (-round(chapters[c], 9), c))
+    return ConceptMatches(
+        query=query,
+        entities=tuple(by_kind["entity"]),
+        themes=tuple(by_kind["theme"]),
+        events=tuple(by_kind["event"]),
+        chapter_ids=tuple(ranked[:limit]),
+    )
+
+
+# --- end of concept map ----------------------------------------------------------------------------
+
+
+# --- Kiwix query path (nodes/kiwix/: candidates.py, scoring.py, fusion.py)
+# -------------------------------
+
+
+@dataclass(frozen=True)
+class ScoredCandidate:
+    """A candidate with its total score and the points of every signal that fired."""
+
+    candidate: Candidate
+    score: float
+    breakdown: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class BookSearch:
+    """What the search ladder found in one book, or why that book could not be searched."""
+
+    book: str
+    candidates: tuple[Candidate, ...]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ContextSection:
+    """One source's part of the context: the passage of its best article that answers the question."""
+
+    source: str  # book name (or any source label)
+    title: str
+    url: str
+    score: float
+    text: str  # the passage (a few sentences of one paragraph, or a table's header and best rows)
+    path: str = ""  # the article's path in its book
+    section: str = ""  # the article section the passage comes from ("" = the lead)
+
+
+@dataclass(frozen=True)
+class KiwixContext:
+    """The fused context, the sections it was built from, and per-source errors (source, reason)."""
+
+    text: str
+    sections: tuple[ContextSection, ...]
+    errors: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class KiwixResult:
+    """Everything one Kiwix query produced (``nodes/kiwix/fusion.py::kiwix_result``)."""
+
+    query: str
+    search_terms: str
+    selected_books: tuple[str, ...]
+    candidates: tuple[ScoredCandidate, ...]
+    context: KiwixContext
+    errors: tuple[tuple[str, str], ...]
+    searched_books: tuple[str, ...] = ()
+    superseded_books: tuple[tuple[str, str], ...] = ()  # (older edition, newer edition)
+
+    def as_dict(self, max_candidates: int = 10) -> dict[str, Any]:
+        """A JSON-ready view: books, the top candidates with their per-signal breakdown, the context
+        (the answer) and its sources (each book's article, section, URL and passage)."""
+        return {
+            "query": self.query,
+            "search_terms": self.search_terms,
+            "searched_books": list(self.searched_books),
+            "superseded_books": [{"book": old, "by": new} for old, new in self.superseded_books],
+            "selected_books": list(self.selected_books),
+            "primary_book": self.selected_books[0] if self.selected_books else None,
+            "candidates_total": len(self.candidates),
+            "candidates": [
+                {
+                    "rank": rank,
+                    "book": s.candidate.book,
+                    "path": s.candidate.path,
+                    "title": s.candidate.title,
+                    "url": s.candidate.url,
+                    "origin": s.candidate.origin,
+                    "score": s.score,
+                    "breakdown": dict(s.breakdown),
+                    "excerpt": s.candidate.excerpt,
+                }
+                for rank, s in enumerate(self.candidates[:max_candidates], 1)
+            ],
+            "context": self.context.text,
+            "sources": [
+                {
+                    "book": s.source,
+                    "path": s.path,
+                    "title": s.title,
+                    "section": s.section,
+                    "url": s.url,
+                    "score": s.score,
+                    "passage": s.text,
+                }
+                for s in self.context.sections
+            ],
+            "errors": [{"source": src, "reason": reason} for src, reason in self.errors],
+        }
+
+
+# --- Ask: routing, book flow, cross-source fusion, answers (nodes/query/: routing.py, book_flow.py,
+# answering.py)
+# Routes are "BOOK", "NOT_BOOK" or "AMBIGUOUS". A citation is a book location (book_id, chapter_id,
+# chapter_title, chunk_id, start, end) or a Kiwix/web location (zim or url, path, title).
+
+ROUTES = ("BOOK", "NOT_BOOK", "AMBIGUOUS")
+
+
+@dataclass(frozen=True)
+class BookInfo:
+    """What the router knows about one library book (from ``book.json``)."""
+
+    book_id: str
+    title: str
+    author: str
+    language: str = ""
+    translator: str = ""  # when the file names one (``nodes/backends/editions.py``)
+    edition: str = ""
+    series: str = ""  # a Calibre series ("Sherlock Holmes"), when the book has one
+    authors: tuple[str, ...] = ()  # every author, when known (``author`` joins them)
+
+    def describe(self) -> str:
+        """The book as the always-on context names it: title, author, translator and edition."""
+        extra = [f"translated by {self.translator}"] if self.translator else []
+        extra += [f"edition: {self.edition}"] if self.edition else []
+        more = f"; {'; '.join(extra)}" if extra else ""
+        return f"{self.title} by {self.author}{more}"
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """Where a question (or clause) goes: route, confidence in [0, 1], books, and what to search."""
+
+    route: str
+    confidence: float
+    suggested_queries: tuple[str, ...] = ()
+    book_ids: tuple[str, ...] = ()  # books the question is about, best first (empty for NOT_BOOK)
+    reason: str = ""
+    question: str = ""
+    sources: tuple[str, ...] = ()  # the other sources a NOT_BOOK clause needs, as the LLM router named them
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "route": self.route,
+            "confidence": round(self.confidence, 3),
+            "suggested_queries": list(self.suggested_queries),
+            "book_ids": list(self.book_ids),
+            "reason": self.reason,
+        }
+        return {**out, "sources": list(self.sources)} if self.sources else out
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a claim comes from: a book (``kind`` "book": the sentence or passage at chapter offsets
+    ``start``:``end``, read from chunk ``chunk_id``, its text in ``quote``; an agent's citation is the
+    chunk) or an article (``kind`` "kiwix" / "web")."""
+
+    kind: str
+    book_id: str = ""
+    chapter_id: str = ""
+    chapter_title: str = ""
+    chunk_id: str = ""
+    start: int = 0
+    end: int = 0
+    zim: str = ""
+    path: str = ""
+    title: str = ""
+    url: str = ""
+    section: str = ""  # Kiwix: the article section of the passage ("" = the lead)
+    quote: str = ""  # the cited text itself (a book answer: the sentence or passage at start:end)
+    book_title: str = ""  # a book citation located in its book (``located_citation``): the book's title,
+    page: str = ""  # the page or page range of a paged format (PDF: printed label, else number), and
+    percent: float | None = None  # the position in the book, 0-100 (EPUB, MOBI and other flowing text)
+
+    def as_dict(self) -> dict[str, object]:
+        if self.kind == "book":
+            return {
+                "book_id": self.book_id,
+                "book_title": self.book_title,
+                "chapter_id": self.chapter_id,
+                "chapter_title": self.chapter_title,
+                "chunk_id": self.chunk_id,
+                "start": self.start,
+                "end": self.end,
+                "page": self.page,
+                "percent": self.percent,
+                "quote": self.quote,
+            }
+        if self.kind == "kiwix":
+            return {
+                "zim": self.zim,
+                "path": self.path,
+                "title": self.title,
+                "section": self.section,
+                "url": self.url,
+                "quote": self.quote,
+            }
+        return {"source": self.kind, "url": self.url, "title": self.title}
+
+
+@dataclass(frozen=True)
+class BookHits:
+    """What one search of the books found (``folio search``'s ranking): the fused hits, best first, and
+    the lexical and semantic lists they were fused from (each ``search_depth(k)`` deep), the chapters
+    boosted (None: none), one line per search made, and notes (a rerank that fell back, semantic search
+    unavailable)."""
+
+    question: str
+    hits: tuple[Hit, ...]
+    lexical: tuple[Hit, ...]
+    semantic: tuple[Hit, ...]
+    scope: tuple[str, ...] | None = None
+    searched: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BookEvidence:
+    """What the book flow retrieved: hits best first, where it looked and whether it is enough."""
+
+    hits: tuple[Hit, ...]
+    question_kind: str  # "concrete" | "conceptual"
+    scope: tuple[str, ...] | None  # chapter ids searched last (None = whole books)
+    searched: tuple[str, ...]  # one line per search made, for "what was searched"
+    sufficient: bool
+    widened: bool = False
+    notes: tuple[str, ...] = ()
+    missing_names: tuple[str, ...] = ()  # the clause's names no evidence text holds (when insufficient)
+    aliases: tuple[tuple[str, str], ...] = ()  # (the question's name, the book's name for it)
+
+
+@dataclass(frozen=True)
+class ChapterSummary:
+    """A chapter summary given to the LLM answer: its text and notes (an LLM summary that fell back to
+    the extractive one), which the answer carries."""
+
+    chapter_id: str
+    text: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """One source's answer to one question or clause (``error`` set when it failed)."""
+
+    source: str  # "book" | "kiwix" | "web" | "news"
+    label: str  # shown in the ``[SOURCE — LABEL]`` header
+    text: str
+    citations: tuple[Citation, ...] = ()
+    error: str | None = None
+    clause: str = ""
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FusedContext:
+    """The cross-source fusion of source results: joined text, the results kept, and notes."""
+
+    text: str
+    results: tuple[SourceResult, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to a question, with its citations, route, sources, tool-call count and notes."""
+
+    question: str
+    answer: str
+    citations: tuple[Citation, ...]
+    route: str
+    sources_used: tuple[str, ...]
+    tool_calls: int
+    notes: tuple[str, ...] = ()
+    routes: tuple[RouteDecision, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "answer": self.answer,
+            "citations": [c.as_dict() for c in self.citations],
+            "route": self.route,
+            "sources_used": list(self.sources_used),
+            "tool_calls": self.tool_calls,
+            "notes": list(self.notes),
+        }
+
+
+# --- end of ask ------------------------------------------------------------------------------------
+
+
+# --- Library-scale ingest (nodes/ingest/collection.py) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BookOutcome:
+    """One book's result: the staged book, or the one-line error (kept as strings: they pickle)."""
+
+    source_file: str
+    staged: StagedBook | None = None
+    error_source: str = ""
+    error_reason: str = ""
+    cache_executed: tuple[str, ...] = ()  # ingest nodes this run computed
+    cache_from_cache: tuple[str, ...] = ()  # ingest nodes it took from the library's node cache
+
+    @property
+    def error(self) -> FolioError | None:
+        return None if self.staged is not None else FolioError(self.error_source, self.error_reason)
+
+
+SEMANTIC_UNAVAILABLE = "Semantic search unavailable"
+
+
+# What an answer says when no source answered (followed by what was searched, ``nodes.query.answering``).
+NO_RESULTS = "I could not find support for this in the sources searched."

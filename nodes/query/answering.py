@@ -1,0 +1,610 @@
+"""Grounded answers: book results from evidence (extractive, LLM or agent) and the final ``Answer``.
+
+- Reader (``book_passages``): each book clause's evidence read by ``nodes/core/reading.py`` into ranked
+  passages (at most ``answer_max_citations``): the best sentences of the top evidence chunks with the
+  neighbours they need to read on their own, in book order, each at most ``answer_max_words`` words,
+  sentences read from the chapter text (``book_stores``) so that overlapping chunks give each once.
+- Extractive (``llm: none``): the best passage, and a second one from elsewhere only when it scores
+  close to the best and both fit ``answer_max_words``; one line per passage, each sentence followed by
+  ``[n]``; citation ``n`` is that sentence (book, chapter, the chunk it was read from, the sentence's
+  chapter offsets, its text as ``quote``).
+- LLM (``llm: openai``, ``answer_mode: pipeline``): one chat call over the numbered passages (and any
+  chapter summaries), asked for at most ``answer_max_words`` words and bounded to
+  ``ANSWER_TOKENS_PER_WORD`` tokens a word (a reply cut there keeps its finished sentences; HTML
+  entities a server's template put in are decoded); the answer's ``[n]`` markers map to the passages
+  (citation: the passage's span and text), renumbered in order of first use. An answer without a valid
+  marker, one that echoes its instructions, or a failed call gives the extractive answer and a note.
+- Agent (``answer_mode: agent``): the LLM calls the book tools through OpenAI tool calling, under the
+  same budget and the pipeline's single escalation (one widening from chosen chapters to the whole
+  books; a second is refused and the model reads why);
+  it cites locations as ``[BOOK_ID/CHUNK_ID]``, which must be chunks a tool returned (the
+  citation is the chunk). When the budget is spent, or the answer cites nothing valid, the answer is
+  the extractive one read from the chunks the tools returned, with a note.
+- Outside the books (a NOT_BOOK clause that no other source could take, sent to the books by the
+  source plan): with an LLM, the LLM answers it from general knowledge without book tools, and the
+  answer starts with ``NOT_FROM_BOOKS`` (source ``llm``); without one, the books are searched and the
+  answer notes that no other source was configured.
+- Evidence rule: no book-specific answer without retrieved evidence. Insufficient evidence (see
+  ``nodes/query/book_flow.py``) gives "I could not find support for this in the books." and what was searched.
+
+The final ``answer`` takes the fused text of all sources (``nodes/query/source_fusion.py``), their
+citations in
+order, the route (one clause: its route; several: their common route or "MIXED"), the sources used, the
+tool calls spent and the notes.
+
+Config keys: ``answer_max_words`` (words of a passage and of an extractive answer),
+``answer_max_citations`` (passages read: the LLM's excerpts), ``answer_mode`` and ``llm`` (variants);
+the LLM is ``llm_client`` (``nodes/query/llm_connection.py``), whose every request spends one call of the
+question's
+tool budget; ``encoder`` (an input; None: the reader scores by words and the question's kind only).
+Limitations: citation markers of a fused answer are renumbered within the book section only (other
+sources do not use markers); the agent gets at most ``max_tool_calls`` steps; the reader's limits are
+in ``nodes/core/reading.py``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from hamilton.function_modifiers import config
+
+from folio.nodes.backends.book_tools import TOOL_SPECS, BookTools, BudgetExceeded, ToolBudget
+from folio.nodes.backends.llm import LLMError
+from folio.nodes.core.reading import Passage, Quote, answer_passages, read_book
+from folio.nodes.core.text import coverage, stems, words
+from folio.nodes.core.types import (
+    NO_RESULTS,
+    SEMANTIC_UNAVAILABLE,
+    Answer,
+    BookEvidence,
+    BookInfo,
+    ChapterSummary,
+    Citation,
+    FusedContext,
+    Hit,
+    RouteDecision,
+    SourceResult,
+)
+
+T = TypeVar("T")
+
+NOT_FOUND = "I could not find support for this in the books."
+AGENT_RESERVE = 2  # budget calls the agent leaves for the extractive fallback's two searches
+AGENT_UNCITED = "agent answer cited no retrieved excerpt: extractive answer given"
+# An LLM answer is asked for at most ``answer_max_words`` words, and its reply is bounded to this many
+# tokens a word (an English word is 1.3 tokens, a citation marker 3): a model that rambles stops there
+# (SmolLM2 once wrote 470 tokens, 10 s on 2 cores), and the unfinished sentence is dropped.
+ANSWER_TOKENS_PER_WORD = 3
+# An LLM answer that repeats this many consecutive words of its instructions is an echo (SmolLM2 answers
+# some questions with the system prompt, whose "like [1]" would otherwise pass as a citation).
+ECHO_WORDS = 6
+LLM_ECHO = "LLM answer repeated its instructions: extractive answer given"
+_SENTENCE_END = re.compile(r"""[.!?]["')\]]*(?:\s*\[\d+\])*""")
+_MARKER = re.compile(r"\[(\d+)\]")
+_LOCATION = re.compile(r"\[([^\[\]\s]+/[^\[\]\s]+)\]")
+
+# --- pure helpers ------------------------------------------------------------------------------------
+
+
+def _citation(hit: Hit) -> Citation:
+    return Citation("book", hit.book_id, hit.chapter_id, hit.chapter_title, hit.chunk_id, hit.start, hit.end)
+
+
+def _quote_citation(q: Any) -> Citation:
+    return Citation(
+        "book", q.book_id, q.chapter_id, q.chapter_title, q.chunk_id, q.start, q.end, quote=q.text
+    )
+
+
+def _passage_citation(p: Passage) -> Citation:
+    """One citation for a whole passage (an LLM excerpt): its span, the chunk of its best sentence."""
+    first, last = p.quotes[0], p.quotes[-1]
+    best = max(p.quotes, key=lambda q: q.score)
+    return Citation(
+        "book",
+        first.book_id,
+        first.chapter_id,
+        first.chapter_title,
+        best.chunk_id,
+        first.start,
+        last.end,
+        quote=p.text,
+    )
+
+
+def _extractive(passages: Sequence[Passage], max_words: int) -> tuple[str, tuple[Citation, ...]]:
+    """The answer's passages (``reading.answer_passages``), one line each, every sentence with its marker."""
+    lines: list[str] = []
+    citations: list[Citation] = []
+    for p in answer_passages(passages, max_words):
+        parts = []
+        for q in p.quotes:
+            citations.append(_quote_citation(q))
+            parts.append(f"{q.text} [{len(citations)}]")
+        lines.append(" ".join(parts))
+    return "\n".join(lines), tuple(citations)
+
+
+def _per_chapter(
+    book_stores: dict[str, Any], read: Callable[[Any, str], T], missing: T
+) -> Callable[[str, str], T]:
+    """``(book_id, chapter_id) -> read(store, chapter_id)``, memoised per chapter; ``missing`` when the
+    book is not in ``book_stores`` or its store fails (a broken store: the reader falls back to the
+    chunks' own text, and citations keep the chunk the reader gave)."""
+    cache: dict[tuple[str, str], T] = {}
+
+    def lookup(book_id: str, chapter_id: str) -> T:
+        if (book_id, chapter_id) not in cache:
+            store = book_stores.get(book_id)
+            try:
+                cache[(book_id, chapter_id)] = read(store, chapter_id) if store is not None else missing
+            except Exception:
+                cache[(book_id, chapter_id)] = missing
+        return cache[(book_id, chapter_id)]
+
+    return lookup
+
+
+def _read(
+    question: str,
+    evidence: BookEvidence,
+    book_stores: dict[str, Any],
+    encoder: Any,
+    max_words: int,
+    max_passages: int,
+) -> tuple[Passage, ...]:
+    if not evidence.sufficient:
+        return ()
+    passages = read_book(
+        question,
+        evidence.hits,
+        _per_chapter(book_stores, lambda store, chapter_id: store.chapter_text(chapter_id), None),
+        encoder,
+        max_words,
+        max(1, max_passages),
+    )
+    chunks = _per_chapter(book_stores, lambda store, chapter_id: tuple(store.chunks_in([chapter_id])), ())
+    return _in_chunks(passages, chunks)
+
+
+def _in_chunks(
+    passages: Sequence[Passage], chunks: Callable[[str, str], tuple[Hit, ...]]
+) -> tuple[Passage, ...]:
+    """Each quote cited by a chunk that holds all of it: a sentence read across a chunk's start (chunks
+    overlap and start mid-sentence) is cited by the chunk before, which holds it whole."""
+
+    def held(q: Quote) -> Quote:
+        holding = [h for h in chunks(q.book_id, q.chapter_id) if h.start <= q.start and q.end <= h.end]
+        if not holding or any(h.chunk_id == q.chunk_id for h in holding):
+            return q
+        return replace(q, chunk_id=holding[0].chunk_id)
+
+    return tuple(replace(p, quotes=tuple(held(q) for q in p.quotes)) for p in passages)
+
+
+WHY_PREFIXES = ("Not in the books searched", "Found ")  # evidence notes a refusal says (what was (not) found)
+
+
+def _not_found(searched: Sequence[str], why: Sequence[str] = ()) -> str:
+    lines = [NOT_FOUND, *why, "Searched:"]
+    lines.extend(f"- {s}" for s in searched) if searched else lines.append("- nothing (no search could run)")
+    return "\n".join(lines)
+
+
+def _label(book_ids: Sequence[str], catalog: Sequence[BookInfo]) -> str:
+    titles = {b.book_id: b.title for b in catalog}
+    return " + ".join(titles.get(b, b) for b in book_ids)
+
+
+def _cited(content: str, passages: Sequence[Passage]) -> tuple[str, tuple[Citation, ...]] | None:
+    """The answer with its ``[n]`` markers renumbered in order of use; None when no marker is valid."""
+    order: dict[int, int] = {}
+    for m in _MARKER.finditer(content):
+        n = int(m.group(1))
+        if 1 <= n <= len(passages) and n not in order:
+            order[n] = len(order) + 1
+    if not order:
+        return None
+    text = _MARKER.sub(lambda m: f"[{order[int(m.group(1))]}]" if int(m.group(1)) in order else "", content)
+    return text.strip(), tuple(_passage_citation(passages[n - 1]) for n in order)
+
+
+def _located(content: str, seen: dict[str, Hit]) -> tuple[str, tuple[Citation, ...]] | None:
+    """An agent answer's ``[BOOK/CHUNK]`` markers as ``[n]`` over chunks a tool returned; None if none
+    valid."""
+    order: dict[str, int] = {}
+    for m in _LOCATION.finditer(content):
+        if m.group(1) in seen and m.group(1) not in order:
+            order[m.group(1)] = len(order) + 1
+    if not order:
+        return None
+    text = _LOCATION.sub(lambda m: f"[{order[m.group(1)]}]" if m.group(1) in order else "", content)
+    return text.strip(), tuple(_citation(seen[loc]) for loc in order)
+
+
+def _answer_tokens(llm_client: Any, max_words: int) -> int:
+    """The reply bound of an LLM answer: ``ANSWER_TOKENS_PER_WORD`` a word, never over the client's."""
+    bound = ANSWER_TOKENS_PER_WORD * max(1, max_words)
+    return min(bound, int(getattr(llm_client, "max_tokens", bound)))
+
+
+def _whole_sentences(content: str) -> str:
+    """A reply cut at its length bound, up to its last finished sentence (with that sentence's
+    markers); the reply as it is when no sentence finished."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(content)]
+    return content[: ends[-1]].rstrip() if ends else content
+
+
+def _echoes(content: str, instructions: str, n: int = ECHO_WORDS) -> bool:
+    """Whether ``content`` repeats ``n`` consecutive words of ``instructions``."""
+    said = words(instructions)
+    runs = {tuple(said[i : i + n]) for i in range(len(said) - n + 1)}
+    answer = words(content)
+    return any(tuple(answer[i : i + n]) in runs for i in range(len(answer) - n + 1))
+
+
+def _reply_text(content: str, truncated: bool) -> str:
+    """An LLM answer as a person reads it: HTML entities decoded (a server whose chat template escapes
+    the prompt gets them copied back: llama-cpp-python's ``&#34;``), cut to its last finished sentence
+    when the reply hit its length bound."""
+    text = html.unescape(content)
+    return _whole_sentences(text) if truncated else text
+
+
+def _excerpts(passages: Sequence[Passage]) -> str:
+    return "\n\n".join(
+        f"[{i}] ({p.quotes[0].chapter_title or p.quotes[0].chapter_id}) {p.text}"
+        for i, p in enumerate(passages, 1)
+    )
+
+
+def _answer_messages(
+    question: str, passages: Sequence[Passage], summaries: Sequence[ChapterSummary], max_words: int
+) -> list[dict[str, str]]:
+    context = _excerpts(passages)
+    if summaries:
+        context += "\n\nChapter summaries:\n" + "\n".join(f"- {s.text}" for s in summaries)
+    return [
+        {
+            "role": "system",
+            "content": f"Answer the question in at most {max_words} words, only from the numbered "
+            "excerpts. Put the excerpt number in square brackets, like [1], after every claim. If the "
+            "excerpts do not answer it, say so.",
+        },
+        {"role": "user", "content": f"Question: {question}\n\nExcerpts:\n{context}"},
+    ]
+
+
+def _agent_messages(question: str, catalog: Sequence[BookInfo]) -> list[dict[str, Any]]:
+    books = "\n".join(f"- {b.book_id}: {b.describe()}" for b in catalog)
+    return [
+        {
+            "role": "system",
+            "content": "You answer questions about the user's books with the book tools. Search before "
+            "answering; answer only from tool results, citing each claim with the location_id of its "
+            f"excerpt in square brackets, like [book/chunk]. Books:\n{books}",
+        },
+        {"role": "user", "content": question},
+    ]
+
+
+def _invalid_tool_call(name: str, arguments_json: str) -> str | None:
+    """Why a model's tool call must not run (unknown tool, arguments not a JSON object, a required
+    argument missing or empty); None when it may run."""
+    specs = {spec[0]: spec for spec in TOOL_SPECS}
+    if name not in specs:
+        return f"unknown tool {name!r}: use one of {', '.join(specs)}"
+    try:
+        args = json.loads(arguments_json or "{}")
+    except json.JSONDecodeError as exc:
+        return f"the arguments are not valid JSON ({exc.msg})"
+    if not isinstance(args, dict):
+        return "the arguments must be a JSON object"
+    _, _, properties, required = specs[name]
+    for key in required:
+        value = args.get(key)
+        if properties.get(key, {}).get("type") == "string" and not (isinstance(value, str) and value.strip()):
+            return f"argument {key!r} must be a non-empty string"
+    return None
+
+
+def _agent_run(
+    client: Any, tools: BookTools, question: str, catalog: Sequence[BookInfo]
+) -> tuple[str, list[str]]:
+    """The tool-calling loop; returns the model's final content ("" when it never finished) and notes.
+
+    A tool call with an unknown name or empty/invalid arguments is not run: the model gets the error as
+    the tool's result, which spends one call of the budget. The loop stops while ``AGENT_RESERVE``
+    calls are left, for the extractive fallback."""
+    messages = _agent_messages(question, catalog)
+    notes: list[str] = []
+    try:
+        while True:
+            if tools.budget.left <= AGENT_RESERVE:
+                return "", notes
+            result = client.chat(messages, tools=tools.definitions())
+            if not result.tool_calls:
+                return result.content, notes
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": result.content or None,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments_json},
+                        }
+                        for c in result.tool_calls
+                    ],
+                }
+            )
+            for call in result.tool_calls:
+                invalid = _invalid_tool_call(call.name, call.arguments_json)
+                if invalid is not None:
+                    tools.budget.spend("invalid tool call")
+                    output = json.dumps({"error": f"{call.name}: {invalid}; nothing was run"})
+                else:
+                    output = tools.call(call.name, call.arguments())
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
+    except BudgetExceeded as exc:
+        notes.append(exc.reason)
+    except LLMError as exc:
+        notes.append(f"LLM agent failed: {exc.reason}")
+    return "", notes
+
+
+def _ranked_seen(question: str, seen: dict[str, Hit]) -> list[Hit]:
+    terms = stems(question)
+    return sorted(seen.values(), key=lambda h: (-coverage(terms, h.text), -h.score, h.book_id, h.start))
+
+
+def _book_result(
+    route: RouteDecision,
+    text: str,
+    citations: Sequence[Citation],
+    catalog: Sequence[BookInfo],
+    notes: Sequence[str],
+) -> SourceResult:
+    return SourceResult(
+        "book", _label(route.book_ids, catalog), text, tuple(citations), None, route.question, tuple(notes)
+    )
+
+
+NOT_FROM_BOOKS = "Not from your books (the LLM's general knowledge):"
+
+
+def _general_messages(question: str, max_words: int) -> list[dict[str, str]]:
+    return [
+        {
+            "role": "system",
+            "content": f"Answer the question in at most {max_words} words from general knowledge. "
+            "If you do not know, say so.",
+        },
+        {"role": "user", "content": question},
+    ]
+
+
+def _general_result(route: RouteDecision, llm_client: Any, max_words: int) -> SourceResult:
+    """A NOT_BOOK clause no other source could take, answered by the LLM without book tools; the
+    answer says that it is not from the books (a failed call is the source's error)."""
+    try:
+        reply = llm_client.chat(
+            _general_messages(route.question, max_words), max_tokens=_answer_tokens(llm_client, max_words)
+        )
+    except LLMError as exc:
+        return SourceResult("llm", "general knowledge", "", error=exc.reason, clause=route.question)
+    text = _reply_text(reply.content, reply.truncated).strip()
+    return SourceResult("llm", "general knowledge", f"{NOT_FROM_BOOKS} {text}", (), None, route.question)
+
+
+def _extractive_result(
+    route: RouteDecision,
+    evidence: BookEvidence,
+    passages: Sequence[Passage],
+    catalog: Sequence[BookInfo],
+    max_words: int,
+    notes: Sequence[str] = (),
+) -> SourceResult:
+    all_notes = (*evidence.notes, *notes)
+    if not evidence.sufficient:
+        why = [n for n in evidence.notes if n.startswith(WHY_PREFIXES)]
+        return _book_result(route, _not_found(evidence.searched, why), (), catalog, all_notes)
+    text, citations = _extractive(passages, max_words)
+    return _book_result(route, _named(evidence, text), citations, catalog, all_notes)
+
+
+def _named(evidence: BookEvidence, text: str) -> str:
+    """The answer, first saying which name the book uses for a name of the question it spells otherwise."""
+    said = [f'The book calls {name} "{own}".' for name, own in evidence.aliases]
+    return "\n".join([*said, text]) if said else text
+
+
+def _refusal(results: Sequence[SourceResult]) -> str:
+    """The answer when no source answered: the books' "could not find" (or, without a book search, no
+    source's), then every search made: the books' searches (which books, for what) and each other
+    source's (which archives or engine, for what, and what it said)."""
+    lines: list[str] = []
+    why: list[str] = []
+    books = False
+    for r in results:
+        if r.source == "book" and r.text.startswith(NOT_FOUND):
+            books = True
+            body = r.text.splitlines()[1:]
+            cut = body.index("Searched:") if "Searched:" in body else 0
+            why.extend(body[:cut])
+            lines.extend(line for line in body[cut:] if line.startswith("- "))
+        elif r.error:
+            lines.append(
+                f"- {r.source} for {r.clause!r}: failed ({r.error})" if r.clause else f"- {r.source}: failed"
+            )
+        elif r.source != "book":
+            said = " ".join(r.text.split()[:12]) or "nothing"
+            where = f"{r.source} ({r.label})" if r.label and r.label != r.source else r.source
+            lines.append(f"- {where} for {r.clause!r}: {said}")
+    lines = list(dict.fromkeys(lines)) or ["- nothing (no source could run)"]
+    head = NOT_FOUND if books else NO_RESULTS
+    return "\n".join([head, *dict.fromkeys(why), "Searched:", *lines])
+
+
+def _route_name(routes: Sequence[RouteDecision]) -> str:
+    names = {r.route for r in routes}
+    return names.pop() if len(names) == 1 else "MIXED"
+
+
+# --- nodes -------------------------------------------------------------------------------------------
+
+
+@config.when(answer_mode="pipeline")
+def book_passages__pipeline(
+    book_questions: tuple[RouteDecision, ...],
+    book_evidence: tuple[BookEvidence, ...],
+    book_stores: dict,
+    encoder: Any,
+    answer_max_words: int = 60,
+    answer_max_citations: int = 5,
+) -> tuple[tuple[Passage, ...], ...]:
+    """Each book clause's evidence read into ranked passages (none when the evidence is insufficient)."""
+    return tuple(
+        _read(r.question, ev, book_stores, encoder, int(answer_max_words), int(answer_max_citations))
+        for r, ev in zip(book_questions, book_evidence, strict=True)
+    )
+
+
+@config.when(answer_mode="pipeline", llm="none")
+def book_results__extractive(
+    book_questions: tuple[RouteDecision, ...],
+    book_evidence: tuple[BookEvidence, ...],
+    book_passages: tuple[tuple[Passage, ...], ...],
+    book_catalog: tuple[BookInfo, ...],
+    answer_max_words: int = 60,
+) -> tuple[SourceResult, ...]:
+    """Each book clause's extractive answer: the reader's best passage(s), every sentence cited."""
+    return tuple(
+        _extractive_result(r, ev, ps, book_catalog, int(answer_max_words))
+        for r, ev, ps in zip(book_questions, book_evidence, book_passages, strict=True)
+    )
+
+
+@config.when(answer_mode="pipeline", llm="openai")
+def book_results__llm(
+    book_questions: tuple[RouteDecision, ...],
+    book_evidence: tuple[BookEvidence, ...],
+    book_passages: tuple[tuple[Passage, ...], ...],
+    chapter_summaries: tuple[ChapterSummary, ...],
+    book_catalog: tuple[BookInfo, ...],
+    llm_client: Any,
+    answer_max_words: int = 60,
+) -> tuple[SourceResult, ...]:
+    """Each book clause's LLM answer over the reader's passages, ``[n]`` markers mapped to passages;
+    the notes of the chapter summaries in its prompt are its notes too."""
+    out = []
+    max_words = int(answer_max_words)
+    summary_notes = tuple(dict.fromkeys(n for s in chapter_summaries for n in s.notes))
+    for r, ev, passages in zip(book_questions, book_evidence, book_passages, strict=True):
+        if r.route == "NOT_BOOK" and not (ev.sufficient and passages):
+            # the books do not hold it (a book may under another name: issue 27's alias): the LLM
+            # answers, not from the books
+            out.append(_general_result(r, llm_client, max_words))
+            continue
+        if not ev.sufficient or not passages:
+            out.append(_extractive_result(r, ev, passages, book_catalog, max_words))
+            continue
+        messages = _answer_messages(r.question, passages, chapter_summaries, max_words)
+        try:
+            reply = llm_client.chat(messages, max_tokens=_answer_tokens(llm_client, max_words))
+            content = _reply_text(reply.content, reply.truncated)
+            echo = _echoes(content, messages[0]["content"])
+            cited = None if echo else _cited(content, passages)
+            note = LLM_ECHO if echo else "LLM answer cited no excerpt: extractive answer given"
+        except LLMError as exc:
+            cited, note = None, f"LLM answer failed ({exc.reason}): extractive answer given"
+        if cited is None:
+            out.append(_extractive_result(r, ev, passages, book_catalog, max_words, (*summary_notes, note)))
+        else:
+            out.append(
+                _book_result(r, _named(ev, cited[0]), cited[1], book_catalog, (*ev.notes, *summary_notes))
+            )
+    return tuple(out)
+
+
+@config.when(answer_mode="agent")
+def book_results__agent(
+    book_questions: tuple[RouteDecision, ...],
+    book_tools: BookTools,
+    book_catalog: tuple[BookInfo, ...],
+    book_stores: dict,
+    encoder: Any,
+    llm_client: Any,
+    fallback_evidence: Callable[[BookTools, str], BookEvidence],
+    answer_max_words: int = 60,
+    answer_max_citations: int = 5,
+) -> tuple[SourceResult, ...]:
+    """Each book clause answered by the LLM calling the book tools (same budget and evidence rule); when
+    it cites no excerpt a tool returned, the extractive answer from a whole-book search, with a note."""
+    out = []
+    max_words = int(answer_max_words)
+    for r in book_questions:
+        if r.route == "NOT_BOOK":  # no other source took it: the LLM answers, not from the books
+            out.append(_general_result(r, llm_client, max_words))
+            continue
+        tools = book_tools.for_books(r.book_ids).escalating(1)  # one widening, as the pipeline
+        content, notes = _agent_run(
+            llm_client, tools, r.question, [b for b in book_catalog if b.book_id in r.book_ids]
+        )
+        if tools.semantic_error is not None and SEMANTIC_UNAVAILABLE not in notes:
+            notes.append(SEMANTIC_UNAVAILABLE)
+        cited = _located(html.unescape(content), tools.seen) if content else None
+        if cited is not None:
+            out.append(_book_result(r, cited[0], cited[1], book_catalog, notes))
+            continue
+        notes.append(AGENT_UNCITED)
+        evidence = fallback_evidence(tools, r.question)
+        ranked = _ranked_seen(r.question, tools.seen)
+        if not evidence.hits and ranked:  # the budget left no fallback search: the agent's own finds
+            evidence = replace(evidence, hits=tuple(ranked), sufficient=True)
+        passages = _read(r.question, evidence, book_stores, encoder, max_words, int(answer_max_citations))
+        out.append(_extractive_result(r, evidence, passages, book_catalog, max_words, notes))
+    return tuple(out)
+
+
+def answer(
+    question: str,
+    routes: tuple[RouteDecision, ...],
+    fused_context: FusedContext,
+    source_results: tuple[SourceResult, ...],
+    tool_budget: ToolBudget,
+) -> Answer:
+    """The answer: fused text, citations in order, route, sources used, tool calls and notes."""
+    kept = fused_context.results
+    text = fused_context.text if kept else _refusal(source_results)
+    notes: list[str] = []
+    for r in routes:
+        if r.reason.startswith(("AMBIGUOUS", "LLM router failed")):
+            notes.append(f"router: {r.reason}")
+    to_books = {r.clause for r in source_results if r.source == "book"}
+    elsewhere = {r.clause for r in source_results if r.source != "book"}
+    if any(r.route == "NOT_BOOK" and r.question in to_books - elsewhere for r in routes):
+        notes.append(
+            "no other source is configured or reachable for a question outside the books: searched the books"
+        )
+    for result in source_results:
+        notes.extend(result.notes)
+    notes.extend(fused_context.notes)
+    if tool_budget.refused:
+        notes.append(f"tool budget: {len(tool_budget.refused)} call(s) refused after {tool_budget.limit}")
+    return Answer(
+        question=question,
+        answer=text,
+        citations=tuple(c for r in kept for c in r.citations),
+        route=_route_name(routes),
+        sources_used=tuple(dict.fromkeys(r.source for r in kept)),
+        tool_calls=tool_budget.used,
+        notes=tuple(dict.fromkeys(notes)),
+        routes=routes,
+    )
