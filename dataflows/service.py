@@ -342,11 +342,7 @@ class Service:
         encoder, _why = query_encoder(self.config, self.library)
         k = int(self.config.get("search_k") or 10)
         summarizer = summarizer_for(self.config)  # summaries: at most 5 LLM calls of their own
-        fusion = HitFusion(
-            str(self.config.get("hybrid_fusion") or "convex"),
-            float(self.config.get("hybrid_lexical_weight", 0.7)),
-            int(self.config.get("hybrid_rrf_k") or 60),
-        )  # the fusion of `folio search` (one retrieval path)
+        fusion = HitFusion.from_config(self.config)  # the fusion of `folio search` (one retrieval path)
         session = self.session(conversation)
         return BookTools(
             stores, maps, encoder, ToolBudget(limit), session, summarizer=summarizer, k=k, fusion=fusion

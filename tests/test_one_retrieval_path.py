@@ -87,3 +87,15 @@ def test_the_front_ends_rank_the_same_hits(alice_library: Path, tmp_path: Path, 
             }
             for front_end, hits in ranked.items():
                 assert hits == search, f"{front_end} differs from folio search for {query!r}"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"hybrid_fusion": "rrf", "hybrid_lexical_weight": 0.4, "hybrid_rrf_k": 30}],
+)
+def test_the_mcp_book_tools_fuse_as_the_ask_graph_does(alice_library: Path, overrides: dict) -> None:
+    config = {"kiwix": "none", **overrides}
+    service = Service(alice_library, config=load_config(overrides=config))
+    *_, graph_tools = _ask_graph(alice_library, config, QUERIES[0])
+    assert service.book_tools().fusion == graph_tools.fusion
+    assert graph_tools.fusion.name == overrides.get("hybrid_fusion", "convex")

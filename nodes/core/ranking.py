@@ -52,7 +52,7 @@ compared as bags of words, so word order and synonyms are invisible.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -274,6 +274,16 @@ class HitFusion:
     name: str = "convex"
     weight: float = 0.7
     rrf_k: int = 60
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> HitFusion:
+        """The fusion a config's ``hybrid_fusion``, ``hybrid_lexical_weight`` and ``hybrid_rrf_k`` name (the
+        search DAG's and the ask book flow's): for callers outside a DAG, such as the MCP book tools."""
+        return cls(
+            str(config.get("hybrid_fusion") or cls.name),
+            float(config.get("hybrid_lexical_weight", cls.weight)),
+            int(config.get("hybrid_rrf_k") or cls.rrf_k),
+        )
 
     def __call__(self, lexical: Sequence[Hit], semantic: Sequence[Hit], k: int) -> tuple[Hit, ...]:
         if self.name == "rrf":
