@@ -157,7 +157,7 @@ PD_KIDS_PIECES = [  # every "Title / by Author" piece of the PDF, in order (read
     "Hiawatha From Indian Myths, by Ellen Emerson",
     "Thomas Jefferson by Jean S. Remy",  # title ends page 13, its by-line starts page 14
     "Rainy Day Games from Camping for Boys, by H.W. Gibson",
-    "Camp Fun & Frolics from On The Trail: An Outdoor Book For Girls, by Lina Beard",
+    "Camp Fun & Frolics from On The Trail: An Outdoor Book For Girls, by Lina Beard and Adelia Belle Beard",
     "How I Escaped by Frederick Douglass",
     "Life's Mirror by Madeline S. Bridges",
     "If-- by Rudyard Kipling",

@@ -43,6 +43,7 @@ from folio.nodes.readers.pdf_layout import (
 MAX_PDF_PAGES = 20_000  # more pages than this is refused before any page is read
 INSTALL = "pip install pypdfium2 (or reinstall Folio: it is a core dependency)"
 _BY_LINE = re.compile(r"^(?:(?i:from|translated)\b[^.;]{0,80}?,?\s+)?(?i:by)\s+[A-Z][\w.'’·,\- ]{1,60}$")
+_AND_LINE = re.compile(r"^and\s+[A-Z][\w.'’·\- ]{1,40}$")  # a by-line's second author on the next line
 _HEADING_SIZE = 1.2
 _OCR_HEADING_SIZE = 1.3  # OCR'd pages: box heights stand in for font sizes and vary more
 _HEADING_WORDS = 20  # consecutive big-font lines holding more words than this are a paragraph, not a heading
@@ -132,7 +133,7 @@ def _pdf_label(doc: Any, index: int) -> str:
 
 def _heading_lines(lines: Sequence[Line], heading_size: float) -> set[int]:
     """Indexes of the lines that are a heading: a big-font line, or 1-3 short title lines in the by-line's
-    font followed by a "by Author" line."""
+    font followed by a "by Author" line (and an "and Author" line after it)."""
     found = _big_lines(lines, heading_size)
     for i, line in enumerate(lines):
         if not _is_by_line(line):
@@ -141,7 +142,10 @@ def _heading_lines(lines: Sequence[Line], heading_size: float) -> set[int]:
         while start > 0 and i - start < 3 and _is_title_line(lines[start - 1], line):
             start -= 1
         if start < i:
-            found.update(range(start, i + 1))
+            more = (
+                i + 1 < len(lines) and _AND_LINE.match(lines[i + 1].text) and _same_font(lines[i + 1], line)
+            )
+            found.update(range(start, i + (2 if more else 1)))
     return found
 
 
