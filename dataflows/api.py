@@ -25,6 +25,7 @@ from folio.dataflows.filtering import BookFilter, matching_ids
 from folio.dataflows.library import Library
 from folio.nodes.backends.progress import NullProgress, Progress
 from folio.nodes.core.types import ConceptMatches, FolioError, Hit, StagedBook
+from folio.nodes.readers.common import located_hit
 from folio.nodes.readers.table import BOOK_SUFFIXES
 
 SEARCH_MODES = ("lexical", "semantic", "hybrid", "bm25s", "dense_exact")  # the last two are baselines
@@ -200,7 +201,8 @@ def search(
             "model_cache_dir": str(lib.model_cache_dir),
         },
     )
-    return list(result["search_results"])
+    books = {store.book_id: store.descriptor for store in stores}
+    return [located_hit(h, books[h.book_id]) if h.book_id in books else h for h in result["search_results"]]
 
 
 def concept_matches(

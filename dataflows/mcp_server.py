@@ -15,7 +15,8 @@ Tools (JSON in; out, JSON text and the same value as ``structuredContent``, a li
   the agent's parameters, each described for a model (what it returns, when to prefer it, an example:
   ``MODEL_NOTES``), plus ``k`` on ``text_search``. Both searches answer rows whose ``passage`` is the
   part of the chunk that matches the query with the matched words in ``**bold**`` (``marked_passage``)
-  and whose ``location_id`` is what ``chunk_get`` takes; ``book_synopsis_get`` without ``book_id`` in a
+  and whose ``location_id`` is what ``chunk_get`` takes, located like ``ask``'s citations (``book_title``,
+  ``page`` or ``percent``: ``located_hit``); ``book_synopsis_get`` without ``book_id`` in a
   library of several books is a tool error listing them (never a book picked for the model). Each tool
   takes an optional ``conversation`` id. Each call has a budget of one tool call and a fresh session
   cache, or, with a conversation id, that conversation's cache (shared with ``ask`` in it: a repeated
@@ -86,6 +87,7 @@ from folio.nodes.backends.book_tools import BookTools
 from folio.nodes.backends.html_text import best_passage
 from folio.nodes.core.text import content_words, plural_stem, word_spans
 from folio.nodes.core.types import FolioError, Hit
+from folio.nodes.readers.common import located_hit
 
 SERVER_NAME = "folio"
 PASSAGE_CHARS = 400  # a search row's passage: at most this many characters around the matched words
@@ -191,7 +193,8 @@ MODEL_NOTES: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "text_search": (
         "Search the books for the exact words (BM25). Returns up to k rows, best first: location_id, "
-        "book_id, chapter_id, chapter_title, score and passage, the matching part of the chunk with the "
+        'book_id, book_title, chapter_id, chapter_title, page (a PDF\'s printed page, else "") or percent '
+        "(where the passage lies in the book), score and passage, the matching part of the chunk with the "
         "matched words in **bold**. Prefer it for names, quotes and concrete facts; use semantic_search "
         'when the wording is unknown. Read a whole chunk with chunk_get(location_id). Example: {"query": '
         '"Irene Adler photograph", "k": 5}.',
@@ -254,12 +257,16 @@ def marked_passage(text: str, query: str, max_chars: int = PASSAGE_CHARS) -> str
 
 
 def search_row(hit: Hit, query: str) -> dict[str, Any]:
-    """One search result for a model: where it is (``location_id`` for chunk_get) and its passage."""
+    """One search result for a model: where it is (``location_id`` for chunk_get; the book's title and
+    the page or percent when ``hit`` is located) and its passage."""
     return {
         "location_id": f"{hit.book_id}/{hit.chunk_id}",
         "book_id": hit.book_id,
+        "book_title": hit.book_title,
         "chapter_id": hit.chapter_id,
         "chapter_title": hit.chapter_title,
+        "page": hit.page,
+        "percent": hit.percent,
         "score": round(hit.score, 4),
         "passage": marked_passage(hit.text, query),
     }
@@ -275,7 +282,10 @@ def _search(kind: str) -> Runner:
             hits = tools.search(query, scope, k).hits
         else:
             hits = (tools.text_search if kind == "text" else tools.semantic_search)(query, scope, k)
-        return [search_row(h, query) for h in hits]
+        books = {d["book_id"]: d for d in service.library.descriptors()}
+        return [
+            search_row(located_hit(h, books[h.book_id]) if h.book_id in books else h, query) for h in hits
+        ]
 
     return run
 

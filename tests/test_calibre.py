@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from folio.dataflows.api import book_sources, ingestible_suffixes
 from folio.dataflows.calibre import DEFAULT_FORMATS, chosen_format, read_only_uri
-from tests.conftest import DATA_DIR, run_folio
+from tests.conftest import DATA_DIR, REPO_DIR, run_folio
 from tests.fault_corpus import CASES, Shared, corpus_root, run_case
 
 CALIBRE = DATA_DIR / "formats" / "calibre"
@@ -160,6 +161,33 @@ def test_both_libraries_ingest_every_readable_book_under_its_calibre_title_and_a
         con.close()
     assert catalog["book6"] == ('["Sigurd Lindgren"]', "Loko", "[]")
     assert catalog["book7"] == ('["Peter Parker"]', None, '["Gênot"]')
+
+
+CALIBRE_ROW = re.compile(r"^\| `calibre/([^`/]+)/` \| calibre \| (.+?) \|$")
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/formats.md"])
+def test_the_tables_say_how_many_books_of_each_library_are_ingested_and_which_are_named(
+    calibre_library, doc: str
+) -> None:
+    lib, stderr, _ = calibre_library
+    rows = json.loads(run_folio("books", "--json", "--library", str(lib)).stdout)
+    lines = stderr.strip().splitlines()
+    text = (REPO_DIR / doc).read_text(encoding="utf-8")
+    table = dict(m.groups() for line in text.splitlines() if (m := CALIBRE_ROW.match(line)))
+    assert sorted(table) == sorted(p.name for p in CALIBRE.iterdir())
+    for name, outcome in table.items():
+        folder = CALIBRE / name
+        sources = book_sources([folder])
+        ingested = [r for r in rows if r["source_file"].startswith(str(folder.resolve()) + "/")]
+        ingested_titles = {r["title"] for r in ingested}
+        named = [s.metadata["title"] for s in sources if s.metadata["title"] not in ingested_titles]
+        for title in named:  # each named once, by its title or its file
+            source = next(s for s in sources if s.metadata["title"] == title)
+            mentions = [ln for ln in lines if title in ln or (source.path and str(source.path) in ln)]
+            assert len(mentions) == 1, (title, lines)
+        expected = f"{len(sources)} books, {len(ingested)} ingested; one line each: {', '.join(named)}"
+        assert outcome == expected, name
 
 
 def test_syncing_the_ingested_calibre_library_twice_the_second_run_changes_nothing(calibre_library) -> None:

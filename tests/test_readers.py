@@ -18,6 +18,7 @@ from tests.conftest import DATA_DIR, REPO_DIR
 
 FORMATS = DATA_DIR / "formats"
 DOC = REPO_DIR / "docs" / "formats.md"
+README = REPO_DIR / "README.md"
 ROW = re.compile(r"^\| `([^`]+)` \| (\w+) \| (.+?) \|$")
 
 
@@ -45,11 +46,13 @@ def _outcome(relative: str) -> tuple[str, str]:
     return book.format, f"{len(book.chapters)} chapters, {words:,} words{pages}"
 
 
-def _doc_rows() -> list[tuple[str, str, str]]:
-    """The rows of docs/formats.md's outcome table (its section "What every file ... gives")."""
-    text = DOC.read_text(encoding="utf-8")
+def _doc_rows(doc: Path = DOC) -> list[tuple[str, str, str]]:
+    """The rows of the outcome table of docs/formats.md or the README (the section "What every file ...
+    gives"), the Calibre libraries' rows left to tests/test_calibre.py."""
+    text = doc.read_text(encoding="utf-8")
     section = text.split("## What every file", 1)[1].split("\n## ", 1)[0]
-    return [m.groups() for line in section.splitlines() if (m := ROW.match(line))]
+    rows = [m.groups() for line in section.splitlines() if (m := ROW.match(line))]
+    return [row for row in rows if not row[0].startswith("calibre/")]
 
 
 def _format_files() -> list[str]:
@@ -67,9 +70,10 @@ def _format_files() -> list[str]:
 # --- the table of docs/formats.md against the real files ----------------------------------------------
 
 
-def test_the_table_lists_every_format_file_once() -> None:
+def test_the_table_lists_every_format_file_once_and_the_readme_gives_the_same_rows() -> None:
     listed = [row[0] for row in _doc_rows()]
     assert sorted(listed) == _format_files()
+    assert _doc_rows(README) == _doc_rows()
 
 
 @pytest.mark.parametrize("row", _doc_rows(), ids=lambda row: row[0])
@@ -145,21 +149,37 @@ def test_a_free_culture_passage_is_located_on_its_printed_page(sentence: str) ->
     assert common.page_span(chapter.pages, start, start + len(key)) == printed
 
 
+PD_KIDS_PIECES = [  # every "Title / by Author" piece of the PDF, in order (read off its pages)
+    "The Buried Moon - An English Fairy Tale by Edmund Dulac",
+    "The Kind Giver and the Grudging Giver by Basil Hall Chamberlain",
+    "Gooloo, The Magpie, and The Wahroogah by K. Langloh Parker",
+    "The Honey-Bee by Anonymous",
+    "Hiawatha From Indian Myths, by Ellen Emerson",
+    "Thomas Jefferson by Jean S. Remy",  # title ends page 13, its by-line starts page 14
+    "Rainy Day Games from Camping for Boys, by H.W. Gibson",
+    "Camp Fun & Frolics from On The Trail: An Outdoor Book For Girls, by Lina Beard and Adelia Belle Beard",
+    "How I Escaped by Frederick Douglass",
+    "Life's Mirror by Madeline S. Bridges",
+    "If-- by Rudyard Kipling",
+    "THE BEAVER By William Holmes McGuffey",
+    "The Pot Of Gold By Mary E Wilkins",
+    "The Adventures of Oliver Twist by Charles Dickens and Hallie Erminie Rives",
+    "The Wailuku by Charlotte Hapai",
+    "The King of the Kites by W·H Drouse",
+    "The Spirits of the Yellow River Translated by Frederick H. Martens",
+    "The Half-Chick by Anonymous, from Spanish Tradition.",
+]
+
+
 def test_pd_kids_stories_are_its_chapters() -> None:
-    titles = [c.title for c in _book("pdf/pdkids-public-domain-stories.pdf").chapters]
-    for story in (
-        "The Buried Moon",
-        "The Kind Giver and the Grudging Giver",
-        "Gooloo, The Magpie, and The Wahroogah",
-        "How I Escaped",
-        "If--",
-        "The Pot Of Gold",
-        "The Adventures of Oliver Twist",
-        "The Half-Chick",
-    ):
-        assert sum(t.startswith(story) for t in titles) == 1, story
-    first = _book("pdf/pdkids-public-domain-stories.pdf").chapters[0]
+    """Its stories (and poems and pieces) are its chapters, each once, nothing else: SOURCES.md counts
+    ten, the PDF holds eighteen titled pieces; the closing credits set large are not a chapter."""
+    chapters = _book("pdf/pdkids-public-domain-stories.pdf").chapters
+    assert [c.title for c in chapters] == PD_KIDS_PIECES
+    first, jefferson = chapters[0], chapters[5]
     assert first.text.startswith("In my old Granny's days") and first.pages[0] == (0, "1")
+    assert jefferson.text.startswith("When Thomas Jefferson was a boy") and jefferson.pages[0] == (0, "14")
+    assert "Jefferson" not in chapters[4].text  # Hiawatha ends before the next story's title
 
 
 def test_tracemonkey_reads_its_two_columns_in_order() -> None:
@@ -173,6 +193,31 @@ def test_tracemonkey_reads_its_two_columns_in_order() -> None:
     ):
         assert passage in text
     assert text.index("Dynamic languages such as JavaScript, Python") < text.index("Compilers for statically")
+    book = _book("pdf/tracemonkey-pldi-09.pdf")
+    titles = [c.title for c in book.chapters]
+    assert titles[0] == book.title  # the title block and abstract, before the first heading
+    assert titles[1:3] == ["1. Introduction", "2. Overview: Example Tracing Run"]  # headings 1.22x body
+    assert titles[-3:] == ["10. Future Work", "Acknowledgments", "References"]
+    assert not [t for t in titles[1:] if t[:1].islower()]  # no sentence "by nesting random ..." as a by-line
+
+
+def test_a_title_ending_a_page_joins_the_by_line_that_starts_the_next() -> None:
+    def line(top: float, text: str) -> Line:
+        return Line(50, top - 10, 400, top, text, 10.5, 0)
+
+    story_end = [
+        line(700, "and so it ended."),
+        line(300, "(source: PG EBook #1)"),
+        line(70, "Thomas Jefferson"),
+    ]
+    next_page = [line(730, "by Jean S. Remy"), line(700, "When Thomas Jefferson was a boy")]
+    moved = pdf.carried_titles([story_end, next_page])
+    assert [ln.text for ln in moved[0]] == ["and so it ended.", "(source: PG EBook #1)"]
+    assert [ln.text for ln in moved[1]][:2] == ["Thomas Jefferson", "by Jean S. Remy"]
+    sentence = [line(700, "tester, JSFUNFUZZ, which generates random programs")]
+    prose = [line(730, "by nesting random language elements. We modified it"), *next_page[1:]]
+    assert pdf.carried_titles([sentence, prose]) == [sentence, prose]  # "by" + lower case: no by-line
+    assert pdf._heading_lines([*sentence, *prose], 1.2 * 10.5) == set()
 
 
 @pytest.mark.parametrize(

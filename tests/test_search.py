@@ -96,11 +96,16 @@ def test_search_json_has_the_documented_fields(alice_library):
     assert len(rows) == 3
     assert set(rows[0]) == {
         "book_id",
+        "book_title",
         "chapter_id",
         "chapter_title",
         "chunk_id",
         "start",
         "end",
+        "page",
+        "percent",
         "score",
         "text",
     }
+    assert rows[0]["book_title"].startswith("Alice") and rows[0]["page"] == ""  # an EPUB: located by percent
+    assert all(0 <= row["percent"] <= 100 for row in rows)

@@ -154,11 +154,14 @@ def test_search_in_each_mode_finds_the_rabbit_hole(served, mode: str) -> None:
     assert any("rabbit" in h["text"].lower() for h in hits)
     assert set(hits[0]) == {
         "book_id",
+        "book_title",
         "chapter_id",
         "chapter_title",
         "chunk_id",
         "start",
         "end",
+        "page",
+        "percent",
         "score",
         "text",
     }

@@ -129,13 +129,10 @@ def _committed(lib: Path) -> int:
         return 0
 
 
-def test_sync_killed_mid_run_then_rerun_gives_every_book_once_and_a_healthy_library(
-    tmp_path: Path, sync_library: Path
-) -> None:
-    files = write_book_files(small_books(DATA_DIR, 6, words=200), tmp_path / "books")
-    lib = sync_library
+def _sync_killed_mid_run(root: Path, lib: Path, total: int) -> int:
+    """``folio sync ROOT --yes`` SIGKILLed once 2 books are committed; how many were committed then."""
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
-    command = [sys.executable, "-m", "folio.dataflows.cli", "sync", str(files[0].parent), "--yes"]
+    command = [sys.executable, "-m", "folio.dataflows.cli", "sync", str(root), "--yes"]
     proc = subprocess.Popen(
         [*command, "--library", str(lib)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -145,13 +142,49 @@ def test_sync_killed_mid_run_then_rerun_gives_every_book_once_and_a_healthy_libr
     proc.kill()  # SIGKILL: no clean-up runs
     proc.wait()
     killed_at = _committed(lib)
-    assert 0 < killed_at < len(files), "the kill should land mid-run"
+    assert 0 < killed_at < total, "the kill should land mid-run"
+    return killed_at
+
+
+def test_sync_killed_mid_run_then_rerun_gives_every_book_once_and_a_healthy_library(
+    tmp_path: Path, sync_library: Path
+) -> None:
+    files = write_book_files(small_books(DATA_DIR, 6, words=200), tmp_path / "books")
+    lib = sync_library
+    killed_at = _sync_killed_mid_run(files[0].parent, lib, len(files))
     rerun = run_folio("sync", str(files[0].parent), "--yes", "--library", str(lib))
     assert rerun.returncode == 0, rerun.stderr
     last = rerun.stdout.strip().splitlines()[-1]
     assert last.startswith(f"sync: added {len(files) - killed_at}, updated 0, removed 0, failed 0"), last
     books = library_books(lib)
     assert sorted(s for s, _ in books) == sorted(str(p.resolve()) for p in files)  # every book once
+    doctor = run_folio("doctor", "--library", str(lib))
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+
+
+def test_a_calibre_library_synced_killed_mid_run_then_rerun_gives_every_book_once(sync_library: Path) -> None:
+    """The real Calibre library of ../shared/data/formats: its readable books, each once, under its
+    Calibre title; the two it cannot read named again; metadata.db byte-identical; doctor healthy."""
+    import hashlib
+
+    from folio.dataflows.api import book_sources
+
+    root = DATA_DIR / "formats" / "calibre" / "calibre-web-test-library"
+    database = hashlib.sha256((root / "metadata.db").read_bytes()).hexdigest()
+    sources = [s for s in book_sources([root]) if s.path is not None]
+    lib = sync_library
+    killed_at = _sync_killed_mid_run(root, lib, len(sources))
+    rerun = run_folio("sync", str(root), "--yes", "--library", str(lib))
+    assert "Traceback" not in rerun.stderr and rerun.stderr.startswith("folio: "), rerun.stderr
+    last = rerun.stdout.strip().splitlines()[-1]
+    books = json.loads(run_folio("books", "--json", "--library", str(lib)).stdout)
+    assert last.startswith(f"sync: added {len(books) - killed_at}, updated 0, removed 0, failed "), last
+    files = [b["source_file"] for b in books]
+    assert len(files) == len(set(files)) and len(books) >= len(sources) - 1  # every book once
+    titles = {s.metadata["title"]: s.metadata["authors"] for s in sources}
+    assert all(titles[b["title"]] == b["authors"] for b in books)
+    assert sum("comicdemo" in line for line in rerun.stderr.splitlines()) == 1
+    assert hashlib.sha256((root / "metadata.db").read_bytes()).hexdigest() == database
     doctor = run_folio("doctor", "--library", str(lib))
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
 

@@ -200,15 +200,15 @@ class Hit:
     score: float
     text: str
     signals: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+    book_title: str = field(default="", compare=False)  # located like a Citation (``located_hit``)
+    page: str = field(default="", compare=False)
+    percent: float | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, object]:
+        keys = ("book_id", "book_title", "chapter_id", "chapter_title", "chunk_id", "start", "end", "page")
         return {
-            "book_id": self.book_id,
-            "chapter_id": self.chapter_id,
-            "chapter_title": self.chapter_title,
-            "chunk_id": self.chunk_id,
-            "start": self.start,
-            "end": self.end,
+            **{k: getattr(self, k) for k in keys},
+            "percent": self.percent,
             "score": round(self.score, 6),
             "text": self.text,
         }

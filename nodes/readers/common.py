@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from folio.nodes.core.types import Citation, FolioError, RawChapter
+from folio.nodes.core.types import Citation, FolioError, Hit, RawChapter
 
 # A paragraph and where its pages start in it: ``((0, "47"), (310, "48"))`` (empty without pages).
 Located = tuple[str, tuple[tuple[int, str], ...]]
@@ -160,15 +160,29 @@ def located_citation(citation: Citation, descriptor: Mapping[str, Any]) -> Citat
     (needs the descriptor's chapter ``offset`` and ``characters``; unchanged for other books)."""
     if citation.kind != "book":
         return citation
+    page, percent = location(descriptor, citation.chapter_id, citation.start, citation.end)
+    return replace(citation, book_title=str(descriptor.get("title") or ""), page=page, percent=percent)
+
+
+def located_hit(hit: Hit, descriptor: Mapping[str, Any]) -> Hit:
+    """A search hit located like a citation (``located_citation``): its book's title, page or percent."""
+    page, percent = location(descriptor, hit.chapter_id, hit.start, hit.end)
+    return replace(hit, book_title=str(descriptor.get("title") or ""), page=page, percent=percent)
+
+
+def location(
+    descriptor: Mapping[str, Any], chapter_id: str, start: int, end: int
+) -> tuple[str, float | None]:
+    """``(page, percent)`` of a span of one chapter of a book: the page (range) when the chapter has page
+    marks, else the span's position in the book as a percentage of its characters, else ``("", None)``."""
     chapters = descriptor.get("chapters") or []
-    chapter = next((c for c in chapters if c.get("chapter_id") == citation.chapter_id), None)
-    page, percent = "", None
+    chapter = next((c for c in chapters if c.get("chapter_id") == chapter_id), None)
     if chapter is not None and chapter.get("pages"):
         marks = [(int(offset), str(label)) for offset, label in chapter["pages"]]
-        page = page_span(marks, citation.start, citation.end)
-    elif chapter is not None and descriptor.get("characters") and "offset" in chapter:
-        percent = round(100.0 * (int(chapter["offset"]) + citation.start) / int(descriptor["characters"]), 1)
-    return replace(citation, book_title=str(descriptor.get("title") or ""), page=page, percent=percent)
+        return page_span(marks, start, end), None
+    if chapter is not None and descriptor.get("characters") and "offset" in chapter:
+        return "", round(100.0 * (int(chapter["offset"]) + start) / int(descriptor["characters"]), 1)
+    return "", None
 
 
 def location_text(citation: Citation) -> str:

@@ -6,9 +6,11 @@ Pages become lines in reading order (two columns read column by column, ``pdf_la
 footers and page numbers are removed; lines become paragraphs with hyphenated line ends joined. Chapters
 come from the outline (bookmarks): its top-level entries, and the children of a top-level entry when the
 outline is three levels deep (parts of chapters); deeper entries stay inside their chapter. Without an
-outline, a heading is a short title of up to 3 lines followed by a "by Author" line (an anthology), or a
-line set in a font 1.3 times the body's size. Every paragraph knows its page: the PDF's page label when it
-has labels, else the number printed in its header or footer, else the page's number in the file.
+outline, a heading is a short title of up to 3 capitalised lines followed by a "by Author" line (an
+anthology; a title at the foot of a page whose by-line opens the next counts too), or a line set in a font
+1.2 times the body's size (1.3 on OCR'd pages; a run of such lines over 20 words is a paragraph set large,
+not a heading). Every paragraph knows its page: the PDF's page label when it has labels, else the number
+printed in its header or footer, else the page's number in the file.
 
 A PDF without a text layer (a scan, or text drawn as curves) is OCR'd when the optional extra
 ``folio[ocr]`` is installed (``readers.ocr``), else refused in one line saying what to do. Also refused in
@@ -18,6 +20,7 @@ read row by row.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -39,10 +42,11 @@ from folio.nodes.readers.pdf_layout import (
 
 MAX_PDF_PAGES = 20_000  # more pages than this is refused before any page is read
 INSTALL = "pip install pypdfium2 (or reinstall Folio: it is a core dependency)"
-_BY_LINE = re.compile(
-    r"^(?:(?:from|translated)\b[^.;]{0,80}?,?\s+)?by\s+[A-Z][\w.'’·,\- ]{1,60}$", re.IGNORECASE
-)
-_HEADING_SIZE = 1.3
+_BY_LINE = re.compile(r"^(?:(?i:from|translated)\b[^.;]{0,80}?,?\s+)?(?i:by)\s+[A-Z][\w.'’·,\- ]{1,60}$")
+_AND_LINE = re.compile(r"^and\s+[A-Z][\w.'’·\- ]{1,40}$")  # a by-line's second author on the next line
+_HEADING_SIZE = 1.2
+_OCR_HEADING_SIZE = 1.3  # OCR'd pages: box heights stand in for font sizes and vary more
+_HEADING_WORDS = 20  # consecutive big-font lines holding more words than this are a paragraph, not a heading
 
 
 def _pdfium() -> Any:
@@ -127,18 +131,21 @@ def _pdf_label(doc: Any, index: int) -> str:
         return ""
 
 
-def _heading_lines(lines: Sequence[Line], body_size: float) -> set[int]:
+def _heading_lines(lines: Sequence[Line], heading_size: float) -> set[int]:
     """Indexes of the lines that are a heading: a big-font line, or 1-3 short title lines in the by-line's
-    font followed by a "by Author" line."""
-    found = {i for i, ln in enumerate(lines) if body_size and ln.size >= _HEADING_SIZE * body_size}
+    font followed by a "by Author" line (and an "and Author" line after it)."""
+    found = _big_lines(lines, heading_size)
     for i, line in enumerate(lines):
-        if not _BY_LINE.match(line.text) or len(line.text.split()) > 16:
+        if not _is_by_line(line):
             continue
         start = i
         while start > 0 and i - start < 3 and _is_title_line(lines[start - 1], line):
             start -= 1
         if start < i:
-            found.update(range(start, i + 1))
+            more = (
+                i + 1 < len(lines) and _AND_LINE.match(lines[i + 1].text) and _same_font(lines[i + 1], line)
+            )
+            found.update(range(start, i + (2 if more else 1)))
     return found
 
 
@@ -163,8 +170,42 @@ def _is_title_line(line: Line, by_line: Line) -> bool:
     return (
         _same_font(line, by_line)
         and len(line.text.split()) <= 8
+        and not line.text[:1].islower()
         and not re.search(r"[.;:)\]]\s*$", line.text)
     )
+
+
+def _is_by_line(line: Line) -> bool:
+    return bool(_BY_LINE.match(line.text)) and len(line.text.split()) <= 16
+
+
+def _big_lines(lines: Sequence[Line], heading_size: float) -> set[int]:
+    """Indexes of the lines set in a heading font (``heading_size`` or more), except runs of such lines too
+    long for a heading (a credits paragraph set large)."""
+    big = [i for i, ln in enumerate(lines) if heading_size and ln.size >= heading_size]
+    found: set[int] = set()
+    for _, run in itertools.groupby(enumerate(big), key=lambda pair: pair[1] - pair[0]):
+        indexes = [i for _, i in run]
+        if sum(len(lines[i].text.split()) for i in indexes) <= _HEADING_WORDS:
+            found.update(indexes)
+    return found
+
+
+def carried_titles(pages: Sequence[list[Line]]) -> list[list[Line]]:
+    """Pages with a title that ends one page while its "by Author" line starts the next moved to the next
+    page, so that the heading rule sees title and by-line together (up to 3 title lines)."""
+    out = [list(lines) for lines in pages]
+    for index in range(1, len(out)):
+        before, lines = out[index - 1], out[index]
+        if not lines or not _is_by_line(lines[0]):
+            continue
+        count = 0
+        while count < min(3, len(before)) and _is_title_line(before[-1 - count], lines[0]):
+            count += 1
+        if count:
+            out[index] = before[-count:] + lines
+            out[index - 1] = before[:-count]
+    return out
 
 
 def _page_blocks(
@@ -240,7 +281,8 @@ def _cut_line(lines: Sequence[Line], top: float | None) -> int:
     return next((i for i, line in enumerate(lines) if line.top <= top + 2), 0)
 
 
-def _read_pages(source_path: str, doc: Any) -> tuple[list[list[Line]], float, float]:
+def _read_pages(source_path: str, doc: Any) -> tuple[list[list[Line]], float, float, float]:
+    """The pages' lines, their left and right edge, and the heading font's size over the body's."""
     raw = _pdfium().raw
     pages: list[list[Line]] = []
     left = right = 0.0
@@ -250,8 +292,8 @@ def _read_pages(source_path: str, doc: Any) -> tuple[list[list[Line]], float, fl
         pages.append(page_lines(pieces, left, right))
         page.close()
     if not any(pages):
-        return _ocr_pages(source_path, doc)
-    return pages, left, right
+        return (*_ocr_pages(source_path, doc), _OCR_HEADING_SIZE)
+    return pages, left, right, _HEADING_SIZE
 
 
 def _ocr_pages(source_path: str, doc: Any) -> tuple[list[list[Line]], float, float]:
@@ -286,7 +328,7 @@ def read(source_path: str, data: bytes, max_bytes: int) -> ParsedBook:
             raise FolioError(
                 source_path, f"too many pages: {len(doc):,}, more than the {MAX_PDF_PAGES:,}-page limit"
             )
-        pages, left, right = _read_pages(source_path, doc)
+        pages, left, right, ratio = _read_pages(source_path, doc)
         dropped = furniture(pages)
         printed = printed_numbers(pages, dropped)
         labels = page_labels([_pdf_label(doc, i) for i in range(len(pages))], printed)
@@ -301,10 +343,12 @@ def read(source_path: str, data: bytes, max_bytes: int) -> ParsedBook:
                 starts[index] = heading
                 cuts[index] = _cut_line(body[index], top)
         size = _body_size(body)
+        if not starts:
+            body = carried_titles(body)
         blocks = [
             _page_blocks(
                 lines,
-                _headings(lines, size, starts.get(i, "") if starts else None, cuts.get(i, 0)),
+                _headings(lines, ratio * size, starts.get(i, "") if starts else None, cuts.get(i, 0)),
                 cuts.get(i, 0),
                 left,
                 right,
@@ -329,10 +373,9 @@ def read(source_path: str, data: bytes, max_bytes: int) -> ParsedBook:
     )
 
 
-def _headings(lines: Sequence[Line], body_size: float, outline_title: str | None, cut: int) -> set[int]:
+def _headings(lines: Sequence[Line], heading_size: float, outline_title: str | None, cut: int) -> set[int]:
     """A page's heading lines: by the heading rules without an outline; with one, the big-font lines and
     the lines that repeat the title of a chapter starting on this page (dropped from its text)."""
     if outline_title is None:
-        return _heading_lines(lines, body_size)
-    big = {i for i, ln in enumerate(lines) if body_size and ln.size >= _HEADING_SIZE * body_size}
-    return big | _title_lines(lines, cut, outline_title)
+        return _heading_lines(lines, heading_size)
+    return _big_lines(lines, heading_size) | _title_lines(lines, cut, outline_title)
