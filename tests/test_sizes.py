@@ -32,7 +32,6 @@ KNOWN_FUNCTIONS = {
     "dataflows/cli.py:build_parser": 191,
     "dataflows/evaluation.py:evaluation_inputs": 90,
     "dataflows/experiment_store.py:save_run": 84,
-    "dataflows/server.py:create_app": 183,
 }
 
 
