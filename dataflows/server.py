@@ -3,8 +3,9 @@
     folio serve --library ~/folio [--zim wiki.zim ...] [--host 127.0.0.1] [--port 8765] [--token T]
 
 Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes, declared as Pydantic models in
-``dataflows.api_models``; the routes are FastAPI routers in ``dataflows.routes``; the OpenAPI pages ``/docs`` (Swagger UI)
-and ``/redoc`` load their scripts from this server, ``/docs-assets``, from the ``fastapi-offline`` package):
+``dataflows.api_models``; the routes are FastAPI routers in ``dataflows.routes``; the OpenAPI pages
+``/docs`` (Swagger UI) and ``/redoc`` load their scripts from this server, ``/docs-assets``, from the
+``fastapi-offline`` package):
 
 - ``GET /api/health`` · ``GET /api/version``
 - ``POST /api/ask`` ``{"question": "...", "conversation": "ID", "filters": {"author": "..."}}`` → the
