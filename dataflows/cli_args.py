@@ -185,7 +185,7 @@ COMMANDS = (
     ),
     Command(
         "viz",
-        "draw one SVG (and its structure JSON) per distinct DAG graph into viz/",
+        "draw one SVG (and its structure JSON) per distinct DAG graph, and the import graph, into viz/",
         (
             opt("--out", default=None, metavar="DIR", help="default: the repo's viz/, else ./viz"),
             opt(
