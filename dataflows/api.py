@@ -24,6 +24,7 @@ from folio.dataflows.config import load_config
 from folio.dataflows.filtering import BookFilter, matching_ids
 from folio.dataflows.library import Library
 from folio.nodes.backends.progress import NullProgress, Progress
+from folio.nodes.core.concept_lookup import concept_map_lookup
 from folio.nodes.core.types import ConceptMatches, FolioError, Hit, StagedBook
 from folio.nodes.readers.common import located_hit
 from folio.nodes.readers.table import BOOK_SUFFIXES
@@ -220,7 +221,7 @@ def concept_matches(
             if book:  # the one book asked for
                 raise FolioError(book_id, "no concept map: re-ingest the book")
             continue  # every book: the others answer (``unmapped_books`` names this one)
-        out.append((book_id, concept_map.lookup(query, limit=k), lib.store(book_id).titles))
+        out.append((book_id, concept_map_lookup(concept_map, query, limit=k), lib.store(book_id).titles))
     return out
 
 

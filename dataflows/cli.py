@@ -17,14 +17,19 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 os.environ.setdefault("HAMILTON_TELEMETRY_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from folio.dataflows.cli_args import COMMANDS, add_commands
 from folio.nodes.core.types import FolioError
+
+if TYPE_CHECKING:  # the real classes for the type checker only: `folio --version` imports neither
+    from folio.dataflows.library import Library
+    from folio.dataflows.service import Service
 
 
 def _err(message: str) -> None:
@@ -43,20 +48,6 @@ class OneLineParser(argparse.ArgumentParser):
         command = self.prog.removeprefix("folio").strip()
         _err(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
         sys.exit(2)
-
-
-MAX_K = 10_000  # the most results one command asks for
-
-
-def count(text: str) -> int:
-    """A ``-k`` value: a whole number from 1 to ``MAX_K`` (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= MAX_K:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_K} (got {text})")
-    return value
 
 
 MAX_CHAPTERS = 10_000  # folio.dataflows.api.MAX_CHAPTERS (not imported: the API imports the drivers)
@@ -81,17 +72,6 @@ def fewer_chapters(argv: list[str]) -> list[str]:
     if len(seen) > MAX_CHAPTERS:
         raise FolioError("--chapter", f"at most {MAX_CHAPTERS:,} chapters (got {len(seen):,})")
     return out
-
-
-def port(text: str) -> int:
-    """A TCP port: a whole number from 1 to 65535 (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= 65_535:
-        raise argparse.ArgumentTypeError(f"must be from 1 to 65535 (got {text})")
-    return value
 
 
 def checked_text_args(args: argparse.Namespace) -> None:
@@ -172,9 +152,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _name_damaged(lib: object) -> None:
+def _name_damaged(lib: Library) -> None:
     """One line per damaged book of ``lib`` (a ``Library``), which the command leaves out."""
-    for book_id, problem in lib.damaged_books():  # type: ignore[attr-defined]
+    for book_id, problem in lib.damaged_books():
         _err(f"{book_id}: {problem}: run `folio doctor`, or `folio remove {book_id}`")
 
 
@@ -444,7 +424,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-def _service(args: argparse.Namespace) -> object:
+def _service(args: argparse.Namespace) -> Service:
     from folio.dataflows.service import Service
 
     return Service(args.library, config=args.config, zim_paths=args.zim, kiwix_url=args.kiwix_url)
@@ -461,12 +441,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     watched = checked_watch_paths(args.watch or [])
     service = _service(args)
     print("folio: loading the library and the model…", file=sys.stderr, flush=True)
-    service.warm()  # type: ignore[attr-defined]
+    service.warm()
     watcher = FolderWatcher(service, watched) if watched else None
     if watcher is not None:
         watcher.start()
     try:
-        serve(service, host=args.host, port=args.port, token=token, books=books)  # type: ignore[arg-type]
+        serve(service, host=args.host, port=args.port, token=token, books=books)
     finally:
         if watcher is not None:
             watcher.stop()
@@ -476,7 +456,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from folio.dataflows.mcp_server import run_stdio
 
-    run_stdio(_service(args))  # type: ignore[arg-type]
+    run_stdio(_service(args))
     return 0
 
 
@@ -491,8 +471,10 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``folio`` parser: the commands and options of ``dataflows.cli_args.COMMANDS``, each calling
+    its ``cmd_<name>`` handler."""
     from folio.dataflows.api import SEARCH_MODES  # imports the drivers: kept out of `folio --version`
-    from folio.dataflows.cli_guide import EVAL_MODE_HELP, EXAMPLES, SEARCH_MODE_HELP
+    from folio.dataflows.cli_guide import EXAMPLES
 
     parser = OneLineParser(
         prog="folio",
@@ -502,184 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def library_opt(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--library", default=None, help="library directory (default: $FOLIO_LIBRARY or per-user data dir)"
-        )
-        p.add_argument("--config", default=None, help="config YAML (default: configs/default.yaml)")
-
-    p = sub.add_parser("ingest", help="ingest EPUB / text books (files, folders or Calibre libraries)")
-    p.add_argument("paths", nargs="+")
-    library_opt(p)
-    p.add_argument("--profile", choices=["narrative", "technical", "poetry"], default=None)
-    p.add_argument("--quiet", action="store_true", help="no progress bar, only errors")
-    p.set_defaults(func=cmd_ingest)
-
-    def filter_opts(p: argparse.ArgumentParser) -> None:
-        from folio.dataflows.filtering import FILTER_FIELDS
-
-        for name in FILTER_FIELDS:
-            p.add_argument(f"--{name}", default=None, help=f"only books of this {name}")
-
-    p = sub.add_parser("books", help="list the library's books")
-    p.add_argument("--library", default=None)
-    p.add_argument("--json", action="store_true")
-    filter_opts(p)
-    p.set_defaults(func=cmd_books)
-
-    p = sub.add_parser("sync", help="make the library mirror folders and Calibre libraries")
-    p.add_argument("paths", nargs="+")
-    library_opt(p)
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--yes", action="store_true", help="remove vanished books without asking")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_sync)
-
-    p = sub.add_parser("search", help="search the library by words and meaning")
-    p.add_argument("query")
-    library_opt(p)
-    p.add_argument("--book", default=None, help="book id (or unique prefix, or source file name)")
-    p.add_argument("--chapter", action="append", default=None, help="chapter id (repeatable)")
-    p.add_argument("--mode", choices=SEARCH_MODES, metavar="{hybrid,lexical,semantic}", help=SEARCH_MODE_HELP)
-    p.add_argument("-k", type=count, default=None)
-    p.add_argument("--json", action="store_true")
-    filter_opts(p)
-    p.set_defaults(func=cmd_search)
-
-    p = sub.add_parser(
-        "eval",
-        help="retrieval and answer metrics (lenient and strict) for a question file (FairytaleQA CSV, book, "
-        "Kiwix or library JSONL; library lines with expect: refuse|answer give refusal_rate / answered_rate)",
-    )
-    p.add_argument("qa_file")
-    library_opt(p)
-    p.add_argument("--mode", choices=SEARCH_MODES, help=EVAL_MODE_HELP)
-    p.add_argument("-k", type=count, default=10)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--details", action="store_true", help="per-question rows")
-    p.add_argument("--no-answers", action="store_true", help="retrieval metrics only (skip answering)")
-    p.set_defaults(func=cmd_eval)
-
-    p = sub.add_parser("cache", help="show or clear the library's node and embedding cache and summaries")
-    p.add_argument("action", choices=["info", "clear"])
-    p.add_argument("--library", default=None)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_cache)
-
-    p = sub.add_parser("doctor", help="verify every book, the indexes and the caches; repair what it can")
-    p.add_argument("--library", default=None)
-    p.add_argument(
-        "--compact", action="store_true", help="then fold the vector segments into one, optimise FTS5"
-    )
-    p.set_defaults(func=cmd_doctor)
-
-    p = sub.add_parser("remove", help="remove a book from the library")
-    p.add_argument("book", help="book id (or a unique prefix of at least 4 characters)")
-    p.add_argument("--library", default=None)
-    p.add_argument("--dry-run", action="store_true", help="show which book would go; change nothing")
-    p.set_defaults(func=cmd_remove)
-
-    p = sub.add_parser(
-        "summary", help="a chapter's summary or the book's synopsis (made once, then read from the library)"
-    )
-    p.add_argument("book", help="book id (or unique prefix, or source file name)")
-    p.add_argument("chapter", nargs="?", default=None, help="chapter id or number (default: the synopsis)")
-    library_opt(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_summary)
-
-    p = sub.add_parser("concepts", help="look up entities, themes and events in a book's concept map")
-    p.add_argument("query")
-    p.add_argument("--book", default=None, help="book id (default: every book)")
-    p.add_argument("--library", default=None)
-    p.add_argument("-k", type=count, default=10)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_concepts)
-
-    p = sub.add_parser("viz", help="draw one SVG (and its structure JSON) per distinct DAG graph into viz/")
-    p.add_argument("--out", default=None, metavar="DIR", help="default: the repo's viz/, else ./viz")
-    p.add_argument(
-        "--format", action="append", choices=("svg", "png"), default=None, help="png: also write PNGs"
-    )
-    p.add_argument("--quiet", action="store_true", help="print nothing")
-    p.set_defaults(func=cmd_viz)
-
-    p = sub.add_parser("ask", help="answer a question from your books and Kiwix, with citations")
-    p.add_argument("question", help="the question, in plain words")
-    library_opt(p)
-    source = p.add_mutually_exclusive_group()
-    source.add_argument(
-        "--zim", nargs="+", action="extend", metavar="PATH", help="ZIM files to search too (libzim)"
-    )
-    source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve to search too")
-    p.add_argument("--json", action="store_true", help="print the answer as JSON")
-    filter_opts(p)
-    p.set_defaults(func=cmd_ask)
-
-    p = sub.add_parser("kiwix", help="find the articles that answer a question in Kiwix books")
-    p.add_argument("query", help="the question, in plain words")
-    source = p.add_mutually_exclusive_group()
-    source.add_argument(
-        "--zim", nargs="+", action="extend", metavar="PATH", help="ZIM files to search (libzim)"
-    )
-    source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve")
-    p.add_argument("--config", metavar="FILE", help="a YAML config over configs/default.yaml")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_kiwix)
-
-    p = sub.add_parser(
-        "experiment",
-        help="run a config-switched experiment (EXPERIMENT.yaml), or show saved runs (show [RUN ...])",
-    )
-    p.add_argument("target", help="an experiment file, or 'show'")
-    p.add_argument("runs", nargs="*", help="with show: run ids (default: the latest experiment's runs)")
-    p.add_argument("--library", default=None)
-    p.add_argument("--batch", default=None, help="with show: the runs of this batch id")
-    p.add_argument(
-        "--metrics", default=None, help="comma-separated metric columns (default: the experiment's)"
-    )
-    p.add_argument(
-        "--plot", default=None, metavar="FILE.png", help="also draw metric vs variant into FILE.png"
-    )
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=cmd_experiment)
-
-    def sources_opt(p: argparse.ArgumentParser) -> None:
-        library_opt(p)
-        source = p.add_mutually_exclusive_group()
-        source.add_argument(
-            "--zim", nargs="+", action="extend", metavar="PATH", help="ZIM files to search too (libzim)"
-        )
-        source.add_argument("--kiwix-url", metavar="URL", help="base URL of a kiwix-serve to search too")
-
-    p = sub.add_parser("serve", help="serve the HTTP API, the MCP tools (/mcp) and a web page, warm")
-    sources_opt(p)
-    p.add_argument("--host", default="127.0.0.1", help="bind address (others than loopback need a token)")
-    p.add_argument("--port", type=port, default=8765)
-    p.add_argument("--token", default=None, help="required on every request (default: $FOLIO_TOKEN)")
-    p.add_argument(
-        "--books",
-        nargs="+",
-        action="extend",
-        metavar="DIR",
-        default=None,
-        help="folders POST /api/ingest may read (default: none, ingest over HTTP is off)",
-    )
-    p.add_argument(
-        "--watch",
-        nargs="+",
-        action="extend",
-        metavar="DIR",
-        default=None,
-        help="keep these folders / Calibre libraries synced (jobs at /api/jobs)",
-    )
-    p.set_defaults(func=cmd_serve)
-
-    p = sub.add_parser("mcp", help="serve the book and Kiwix tools to an MCP client over stdio")
-    sources_opt(p)
-    p.set_defaults(func=cmd_mcp)
+    handlers = {c.name: globals()[f"cmd_{c.name}"] for c in COMMANDS}
+    add_commands(sub, handlers, SEARCH_MODES)
     return parser
 
 

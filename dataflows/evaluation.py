@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -151,6 +151,36 @@ def _grounded(c: Citation, chunk: Hit, text: str) -> bool:
     return not quote or " ".join(quote.split()) == " ".join(text.split())
 
 
+def _citation_readers(
+    by_id: Mapping[str, BookStore], kiwix: _Kiwix
+) -> tuple[Callable[[Citation], Hit | None], Callable[[Citation], str | None]]:
+    """``cited_chunk`` (the chunk a book citation names, None when there is none) and ``evidence_text``
+    (the text a citation points at, None when it is not there or not grounded in its chunk)."""
+
+    def cited_chunk(c: Citation) -> Hit | None:
+        store = by_id.get(c.book_id)
+        if c.kind != "book" or store is None:
+            return None
+        try:
+            return store.chunk(c.chunk_id)
+        except FolioError:
+            return None
+
+    def evidence_text(c: Citation) -> str | None:
+        if c.kind == "kiwix":
+            return kiwix.article_text(c.zim, c.path)
+        chunk = cited_chunk(c)
+        if chunk is None:
+            return None
+        try:
+            text = by_id[c.book_id].chapter_text(c.chapter_id)[c.start : c.end]
+        except FolioError:
+            return None
+        return text if _grounded(c, chunk, text) else None
+
+    return cited_chunk, evidence_text
+
+
 @contextlib.contextmanager
 def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str, Any]]:
     """The evaluation DAG's inputs for ``cfg`` over ``lib`` (Kiwix opened lazily, closed on exit).
@@ -210,27 +240,7 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
             overrides.update(shared_resources(run_cfg, dr, ["llm_connection"]))
             return dr.execute(["answer"], inputs=inputs, overrides=overrides)["answer"]
 
-        def cited_chunk(c: Citation) -> Hit | None:
-            store = by_id.get(c.book_id)
-            if c.kind != "book" or store is None:
-                return None
-            try:
-                return store.chunk(c.chunk_id)
-            except FolioError:
-                return None
-
-        def evidence_text(c: Citation) -> str | None:
-            if c.kind == "kiwix":
-                return kiwix.article_text(c.zim, c.path)
-            chunk = cited_chunk(c)
-            if chunk is None:
-                return None
-            try:
-                text = by_id[c.book_id].chapter_text(c.chapter_id)[c.start : c.end]
-            except FolioError:
-                return None
-            return text if _grounded(c, chunk, text) else None
-
+        cited_chunk, evidence_text = _citation_readers(by_id, kiwix)
         try:
             yield {
                 "stores_by_file": stores,

@@ -209,6 +209,25 @@ def _int_or_none(db_path: str | Path, cache: Mapping[str, int], key: str) -> int
 
 
 # --- writing -------------------------------------------------------------------------------------------
+def _naive_utc(started_at: datetime | None) -> datetime:
+    """``started_at`` (default: now) in UTC without a time zone, as the runs table stores it."""
+    if started_at is None:
+        return datetime.now(UTC).replace(tzinfo=None)
+    if started_at.tzinfo is not None:
+        return started_at.astimezone(UTC).replace(tzinfo=None)
+    return started_at
+
+
+def _new_run(con: Any) -> tuple[str, int]:
+    """A run id no stored run has, and the run's ordinal (the next one)."""
+    taken = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+    run_id = uuid.uuid4().hex[:8]
+    while run_id in taken:
+        run_id = uuid.uuid4().hex[:8]
+    (ordinal,) = con.execute("SELECT coalesce(max(ordinal), 0) + 1 FROM runs").fetchone() or (1,)
+    return run_id, int(ordinal)
+
+
 def save_run(
     db_path: str | Path,
     *,
@@ -230,10 +249,7 @@ def save_run(
     for name, value in (("batch_id", batch_id), ("experiment", experiment), ("variant", variant)):
         if not isinstance(value, str) or not value:
             raise FolioError(str(db_path), f"{name} must be a non-empty string, got {value!r}")
-    if started_at is None:
-        started_at = datetime.now(UTC).replace(tzinfo=None)
-    elif started_at.tzinfo is not None:
-        started_at = started_at.astimezone(UTC).replace(tzinfo=None)
+    started_at = _naive_utc(started_at)
     metric_rows = [
         (qfile, name, _metric_value(db_path, qfile, name, value))
         for qfile, values in metrics.items()
@@ -254,11 +270,7 @@ def save_run(
     with _connect(db_path) as con:
         try:
             con.execute("BEGIN TRANSACTION")
-            taken = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
-            run_id = uuid.uuid4().hex[:8]
-            while run_id in taken:
-                run_id = uuid.uuid4().hex[:8]
-            (ordinal,) = con.execute("SELECT coalesce(max(ordinal), 0) + 1 FROM runs").fetchone() or (1,)
+            run_id, ordinal = _new_run(con)
             con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [

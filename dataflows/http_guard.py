@@ -167,7 +167,8 @@ def install_error_shape(app: FastAPI, status_for: Any) -> None:
         return error_response(status_for(exc), str(exc))
 
     async def invalid(_request: Request, exc: Exception) -> Any:
-        return error_response(422, validation_message(exc))  # type: ignore[arg-type]
+        assert isinstance(exc, RequestValidationError)  # registered for that class alone (below)
+        return error_response(422, validation_message(exc))
 
     async def starlette_error(request: Request, exc: Exception) -> Any:
         status = getattr(exc, "status_code", 500)

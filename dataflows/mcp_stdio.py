@@ -219,6 +219,8 @@ async def screened_stdio() -> AsyncIterator[tuple[Any, Any]]:
     wire = _Wire(stdout_fd)
     lines = _Lines(stdin_fd, wire)
     try:
+        # The SDK annotates anyio.AsyncFile[str], but it only iterates stdin's lines and writes and flushes
+        # stdout: _Lines and _Wire are those two, and no AsyncFile can screen frames as they arrive.
         async with stdio_server(stdin=lines, stdout=wire) as (read_stream, write_stream):  # type: ignore[arg-type]
             lines.write_stream = write_stream
             lines.ready.set()

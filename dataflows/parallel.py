@@ -95,15 +95,15 @@ class BookInstaller(lifecycle.TaskReturnHook):
         return {}  # travels inside every task to the workers, where it never runs
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.library, self.progress, self.results = None, None, {}  # type: ignore[assignment]
-        self.cache_nodes = {}
+        # a worker's copy holds nothing (the type checker's None-free attributes are never read there)
+        self.__dict__.update(library=None, progress=None, results={}, cache_nodes={})
 
     def install(self, outcome: BookOutcome) -> None:
         """Install one outcome (or record its error); an install failure fails that book alone."""
         result: StagedBook | FolioError
         self.cache_nodes[outcome.source_file] = (outcome.cache_executed, outcome.cache_from_cache)
         if outcome.staged is None:
-            result = outcome.error  # type: ignore[assignment]
+            result = FolioError(outcome.error_source, outcome.error_reason)  # ``outcome.error``
         else:
             try:
                 self.library.install(outcome.staged)

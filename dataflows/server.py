@@ -2,8 +2,10 @@
 
     folio serve --library ~/folio [--zim wiki.zim ...] [--host 127.0.0.1] [--port 8765] [--token T]
 
-Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes; the OpenAPI pages ``/docs`` (Swagger UI)
-and ``/redoc`` load their scripts from this server, ``/docs-assets``, from the ``fastapi-offline`` package):
+Routes (JSON in and out; the shapes are the CLI's ``--json`` shapes, declared as Pydantic models in
+``dataflows.api_models``; the routes are FastAPI routers in ``dataflows.routes``; the OpenAPI pages
+``/docs`` (Swagger UI) and ``/redoc`` load their scripts from this server, ``/docs-assets``, from the
+``fastapi-offline`` package):
 
 - ``GET /api/health`` · ``GET /api/version``
 - ``POST /api/ask`` ``{"question": "...", "conversation": "ID", "filters": {"author": "..."}}`` → the
@@ -40,41 +42,37 @@ process; requests are answered on a thread pool (``THREADS``), so CPU-bound asks
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import hmac
 import ipaddress
-import json
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlencode
 
-from fastapi import Body, FastAPI, Query, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from folio.dataflows.http_guard import (
     allowed_hosts,
-    allowed_ingest_paths,
     error_response,
     host_problem,
     install_error_shape,
     origin_problem,
     real_folders,
 )
+from folio.dataflows.routes import ROUTERS
 from folio.dataflows.service import Service, version
 from folio.nodes.core.types import FolioError
 
 DOCS_ASSETS = "/docs-assets"  # where the Swagger UI and ReDoc scripts are served from (no CDN)
 MAX_BODY_BYTES = 64 * 1024  # the largest request body accepted
 THREADS = 16  # worker threads for the blocking operations
-EVENT_INTERVAL_S = 0.25  # how often a job's event stream reports progress
 DEFAULT_PORT = 8765
 
 log = logging.getLogger("folio.serve")
@@ -144,19 +142,40 @@ def _error(status: int, message: str) -> JSONResponse:
     return error_response(status, message)
 
 
-class BookFilters(BaseModel):
-    """``author``, ``series``, ``tag``, ``language``, ``format`` (``dataflows.filtering``): query
-    parameters of ``/api/books`` and ``/api/search``, a ``filters`` object in ``/api/ask``'s body."""
-
-    author: str | None = None
-    series: str | None = None
-    tag: str | None = None
-    language: str | None = None
-    format: str | None = None
-
-
 def _page() -> str:
     return resources.files("folio.dataflows").joinpath("web/index.html").read_text(encoding="utf-8")
+
+
+def _guard(
+    token: str | None, hosts: frozenset[str] | None
+) -> Callable[[Request, Callable[[Request], Awaitable[Any]]], Awaitable[Any]]:
+    """The middleware every request passes: its Host and Origin, the token, the body's size; a bug
+    below it is one line in the log and a 500, never a traceback."""
+
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
+        if (why := host_problem(request.headers.get("host"), hosts)) is not None:
+            return _error(421, why)
+        if (why := origin_problem(request.method, request.headers.get("origin"), hosts)) is not None:
+            return _error(403, why)
+        if token is not None and not request.url.path.startswith(DOCS_ASSETS + "/"):  # public files
+            given = request.headers.get("x-folio-token") or request.query_params.get("token") or ""
+            auth = request.headers.get("authorization", "")
+            if auth.lower().startswith("bearer "):
+                given = auth[7:].strip()
+            if not hmac.compare_digest(given.encode(), token.encode()):
+                return _error(401, "a valid token is required (Authorization: Bearer TOKEN)")
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return _error(413, f"request body too large (the limit is {MAX_BODY_BYTES:,} bytes)")
+        if length is None and request.headers.get("transfer-encoding", "").lower() == "chunked":
+            return _error(411, "send a Content-Length with the body")
+        try:
+            return await call_next(request)
+        except Exception as exc:  # a bug: one line in the log and to the client, never a traceback
+            log.error("folio serve: %s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+            return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    return guard
 
 
 def create_app(
@@ -193,30 +212,9 @@ def create_app(
         redoc_url=None,
     )
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
-        if (why := host_problem(request.headers.get("host"), hosts)) is not None:
-            return _error(421, why)
-        if (why := origin_problem(request.method, request.headers.get("origin"), hosts)) is not None:
-            return _error(403, why)
-        if token is not None and not request.url.path.startswith(DOCS_ASSETS + "/"):  # public files
-            given = request.headers.get("x-folio-token") or request.query_params.get("token") or ""
-            auth = request.headers.get("authorization", "")
-            if auth.lower().startswith("bearer "):
-                given = auth[7:].strip()
-            if not hmac.compare_digest(given.encode(), token.encode()):
-                return _error(401, "a valid token is required (Authorization: Bearer TOKEN)")
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return _error(413, f"request body too large (the limit is {MAX_BODY_BYTES:,} bytes)")
-        if length is None and request.headers.get("transfer-encoding", "").lower() == "chunked":
-            return _error(411, "send a Content-Length with the body")
-        try:
-            return await call_next(request)
-        except Exception as exc:  # a bug: one line in the log and to the client, never a traceback
-            log.error("folio serve: %s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
-            return _error(500, f"internal error: {type(exc).__name__}: {exc}")
-
+    app.state.service = service
+    app.state.ingest_roots = roots
+    app.middleware("http")(_guard(token, hosts))
     install_error_shape(app, status_for)  # every 4xx/5xx is {"error": one line}
 
     @app.exception_handler(FolioError)
@@ -229,116 +227,12 @@ def create_app(
 
     _offline_docs(app)
 
-    def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
-        return run_in_threadpool(fn, *args, **kwargs)
-
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> str:
         return _page()
 
-    @app.get("/api/health")
-    async def health() -> dict[str, Any]:
-        return await call(service.health)
-
-    @app.get("/api/version")
-    async def version_route() -> dict[str, str]:
-        return {"version": version()}
-
-    @app.post("/api/ask")
-    async def ask_route(
-        question: Annotated[str, Body(embed=True)],
-        conversation: Annotated[str | None, Body(embed=True)] = None,
-        filters: Annotated[BookFilters | None, Body(embed=True)] = None,
-    ) -> dict[str, Any]:
-        chosen = filters.model_dump() if filters else None
-        return await call(service.ask, question, conversation, chosen)
-
-    @app.get("/api/search")
-    async def search_route(
-        q: str,
-        filters: Annotated[BookFilters, Query()],
-        mode: str | None = None,
-        k: int | None = None,
-        book: str | None = None,
-        chapter: Annotated[list[str] | None, Query()] = None,
-    ) -> list[dict[str, Any]]:
-        return await call(
-            service.search, q, mode=mode, k=k, book=book, chapters=chapter, filters=filters.model_dump()
-        )
-
-    @app.get("/api/books")
-    async def books_route(filters: Annotated[BookFilters, Query()]) -> list[dict[str, Any]]:
-        return await call(service.books, filters.model_dump())
-
-    @app.get("/api/books/{book}")
-    async def book_route(book: str) -> dict[str, Any]:
-        return await call(service.book, book)
-
-    @app.delete("/api/books/{book}", status_code=202)
-    async def remove_route(book: str, dry_run: bool = False) -> Any:
-        if dry_run:  # what would go, nothing changed
-            return JSONResponse(await call(service.removal, book))
-        job = await call(service.remove, book)
-        return job.as_dict()
-
-    @app.get("/api/books/{book}/chapters/{chapter_id}")
-    async def chapter_route(book: str, chapter_id: str) -> dict[str, Any]:
-        return await call(service.chapter, book, chapter_id)
-
-    @app.get("/api/books/{book}/pages/{page}.png", response_class=Response)
-    async def page_route(book: str, page: str, q: str = "") -> Response:
-        return Response(await call(service.page_image, book, page, q), media_type="image/png")
-
-    @app.get("/api/books/{book}/chunks/{chunk_id}")
-    async def chunk_route(book: str, chunk_id: str) -> dict[str, Any]:
-        return await call(service.chunk, book, chunk_id)
-
-    @app.get("/api/concepts")
-    async def concepts_route(q: str, book: str | None = None, k: int | None = None) -> list[dict[str, Any]]:
-        return await call(service.concepts, q, book, k)
-
-    @app.get("/api/kiwix/books")
-    async def kiwix_books_route() -> list[dict[str, Any]]:
-        return await call(service.kiwix_books)
-
-    @app.get("/api/kiwix/search")
-    async def kiwix_search_route(q: str) -> dict[str, Any]:
-        return await call(service.kiwix_search, q)
-
-    @app.get("/api/kiwix/article")
-    async def kiwix_article_route(book: str, path: str) -> dict[str, Any]:
-        return await call(service.kiwix_article, book, path)
-
-    @app.post("/api/ingest", status_code=202)
-    async def ingest_route(paths: Annotated[list[str], Body(embed=True)]) -> dict[str, Any]:
-        job = await call(service.ingest, allowed_ingest_paths(paths, roots))
-        return job.as_dict()
-
-    @app.get("/api/jobs")
-    async def jobs_route() -> list[dict[str, Any]]:
-        return service.jobs()
-
-    @app.get("/api/jobs/{job_id}")
-    async def job_route(job_id: str) -> dict[str, Any]:
-        return service.job(job_id)
-
-    @app.get("/api/jobs/{job_id}/events")
-    async def job_events(job_id: str) -> Any:
-        service.job(job_id)  # 404 before the stream starts
-
-        async def events() -> AsyncIterator[str]:
-            last = None
-            while True:
-                state = service.job(job_id)
-                if state != last:
-                    yield f"data: {json.dumps(state)}\n\n"
-                    last = state
-                if state["finished"] is not None:
-                    return
-                await asyncio.sleep(EVENT_INTERVAL_S)
-
-        return StreamingResponse(events(), media_type="text/event-stream")
-
+    for router in ROUTERS:
+        app.include_router(router)
     if mcp_app is not None:
         app.mount("/mcp", mcp_app)
     return app

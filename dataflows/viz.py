@@ -1,4 +1,6 @@
-"""``folio viz``: one readable SVG per distinct DAG graph, its structure as JSON, and an index.
+"""``folio viz``: one readable SVG per distinct DAG graph, its structure as JSON, and an index; and the
+import graph of the modules, ``viz/modules.svg`` (one cluster per group of ``nodes/`` and ``dataflows/``;
+``dataflows.import_graph``) with its structure ``viz/modules.json``.
 
 For every DAG of the registry (ingest, library, search, kiwix, ask, eval) and every ``configs/*.yaml``
 it builds the driver and computes the graph's structure. Each DISTINCT structure gets one diagram:
@@ -54,6 +56,7 @@ VIZ_DIR = _REPO_ROOT / "viz" if _IN_REPO else Path("viz")
 DEFAULT_CONFIG_NAME = "default"
 FORMATS = ("svg", "png")
 INDEX_FILE = "index.json"
+MODULES_STEM = "modules"  # viz/modules.svg: the import graph (``dataflows.import_graph``)
 
 # Cluster fill colours, picked per module by a stable checksum of its name (same module, same colour).
 _PALETTE = (
@@ -369,6 +372,24 @@ def default_out_dir() -> Path:
     return VIZ_DIR if VIZ_DIR.is_absolute() else Path.cwd() / VIZ_DIR
 
 
+def _render_modules(out_dir: Path, formats: Sequence[str]) -> list[Path]:
+    """Write the import graph, ``modules.svg`` (and PNG on demand) with its structure ``modules.json``;
+    returns the files that changed."""
+    from folio.dataflows.import_graph import module_structure, modules_dot
+
+    structure = module_structure()
+    files = {"json": _json_bytes(structure)}
+    dot_text = modules_dot(structure)
+    for fmt in formats:
+        files[fmt] = run_dot(dot_text, fmt)
+    changed = []
+    for ext, content in files.items():
+        path = out_dir / f"{MODULES_STEM}.{ext}"
+        if _write_if_changed(path, content):
+            changed.append(path)
+    return changed
+
+
 def render_all(out: str | Path | None = None, formats: Sequence[str] = ("svg",)) -> list[Path]:
     """Write one SVG (and PNG on demand) and one JSON per distinct graph, and ``index.json``.
 
@@ -401,6 +422,7 @@ def render_all(out: str | Path | None = None, formats: Sequence[str] = ("svg",))
     index_path = out_dir / INDEX_FILE
     if _write_if_changed(index_path, _json_bytes(listing)):
         changed.append(index_path)
+    changed += _render_modules(out_dir, wanted)
     for stale in sorted(out_dir.iterdir()):
         if stale.is_file() and _is_ours(stale) and stale.name not in current:
             if stale.suffix == ".png" and "png" not in wanted and (out_dir / f"{stale.stem}.svg").is_file():

@@ -1,4 +1,5 @@
-"""The import architecture of ``nodes/`` and ``dataflows/``, read from the source with ``ast``.
+"""The import architecture of ``nodes/`` and ``dataflows/``, read from the source with ``ast``
+(``dataflows.import_graph``, the scan ``folio viz`` draws ``viz/modules.svg`` from).
 
 - no import cycle among ``folio.*`` modules (imports at module level and inside functions alike);
 - no module under ``nodes/`` imports ``folio.dataflows``;
@@ -10,12 +11,10 @@
 
 from __future__ import annotations
 
-import ast
 import functools
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+from folio.dataflows.import_graph import Import, all_imports, edges, find_cycle, sources
 from folio.dataflows.registry import DAGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,94 +31,13 @@ KNOWN_UNTIL_MERGE_EDGES: frozenset[tuple[str, str]] = frozenset()
 KNOWN_UNTIL_MERGE_NODE_IMPORTS: frozenset[tuple[str, str]] = frozenset()
 
 
-@dataclass(frozen=True)
-class Import:
-    module: str  # the importing module (folio.*)
-    target: str  # the imported module, or for ``from X import name`` X itself
-    names: tuple[str, ...]  # ``from X import a, b``: (a, b); ``import X``: ()
-    line: int
-    top_level: bool
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(["folio", *parts])
-
-
 def _sources() -> dict[str, Path]:
-    return {
-        _module_name(p): p
-        for package in PACKAGES
-        for p in sorted((ROOT / package).rglob("*.py"))
-        if "__pycache__" not in p.parts
-    }
-
-
-def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join([*base, node.module] if node.module else base)
-
-
-def _imports(module: str, path: Path) -> Iterator[Import]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    top = {id(n) for n in tree.body}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield Import(module, alias.name, (), node.lineno, id(node) in top)
-        elif isinstance(node, ast.ImportFrom):
-            target = _absolute(module, path.name == "__init__.py", node)
-            yield Import(module, target, tuple(a.name for a in node.names), node.lineno, id(node) in top)
+    return sources(ROOT)
 
 
 @functools.cache
 def _all_imports() -> tuple[Import, ...]:
-    return tuple(imp for module, path in _sources().items() for imp in _imports(module, path))
-
-
-def _edges(imports: tuple[Import, ...], modules: set[str]) -> dict[str, set[str]]:
-    """folio module → the folio modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
-    graph: dict[str, set[str]] = {m: set() for m in modules}
-    for imp in imports:
-        if not imp.target.startswith("folio."):
-            continue
-        targets = {f"{imp.target}.{n}" for n in imp.names if f"{imp.target}.{n}" in modules}
-        if not targets or len(targets) < len(imp.names):
-            targets.add(imp.target)
-        graph[imp.module].update(t for t in targets if t in modules and t != imp.module)
-    return graph
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import cycle (as a path that returns to its start), or None."""
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state:
-                found = visit(nxt)
-                if found:
-                    return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for start in sorted(graph):
-        if start not in state:
-            found = visit(start)
-            if found:
-                return found
-    return None
+    return all_imports(ROOT)
 
 
 def test_the_source_tree_is_found():
@@ -130,16 +48,16 @@ def test_the_source_tree_is_found():
 
 
 def test_no_import_cycle_among_folio_modules():
-    graph = _edges(_all_imports(), set(_sources()))
+    graph = edges(_all_imports(), set(_sources()))
     for module, target in KNOWN_UNTIL_MERGE_EDGES:
         graph[module].discard(target)
-    cycle = _cycle(graph)
+    cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " → ".join(cycle or [])
 
 
-def test_the_cycle_finder_finds_a_cycle():
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set()}) is None
+def test_the_cycle_finder_finds_afind_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
 def test_no_node_module_imports_dataflows():
@@ -176,7 +94,7 @@ def test_registry_node_modules_import_only_types_text_and_backends():
     modules = set(_sources())
     node_modules = {f"folio.nodes.{m}" for dag in DAGS.values() for m in dag.module_names}
     assert node_modules <= modules
-    graph = _edges(_all_imports(), modules)
+    graph = edges(_all_imports(), modules)
     bad = []
     for module in sorted(node_modules):
         for target in sorted(graph[module]):
@@ -189,7 +107,7 @@ def test_registry_node_modules_import_only_types_text_and_backends():
 def test_known_until_merge_lists_only_real_violations():
     imports = _all_imports()
     private = {(i.module, i.target, n) for i in imports for n in i.names}
-    graph = _edges(imports, set(_sources()))
+    graph = edges(imports, set(_sources()))
     assert private >= KNOWN_UNTIL_MERGE_PRIVATE, sorted(KNOWN_UNTIL_MERGE_PRIVATE - private)
     stale = {(m, t) for m, t in KNOWN_UNTIL_MERGE_NODE_IMPORTS | KNOWN_UNTIL_MERGE_EDGES if t not in graph[m]}
     assert not stale, f"fixed, remove from KNOWN_UNTIL_MERGE_*: {sorted(stale)}"
@@ -228,7 +146,7 @@ def test_node_modules_are_grouped_by_dag():
 
 def test_helper_libraries_import_no_node_module():
     modules = set(_sources())
-    graph = _edges(_all_imports(), modules)
+    graph = edges(_all_imports(), modules)
     node_modules = {f"folio.nodes.{m}" for dag in DAGS.values() for m in dag.module_names}
     helpers = {m for m in modules if m.split(".")[:3][-1] in HELPER_PACKAGES and m.startswith("folio.nodes.")}
     bad = sorted(f"{h} imports {t}" for h in helpers for t in graph[h] if t in node_modules)

@@ -12,7 +12,8 @@ import pytest
 
 from bench.scaling import generated_library, small_books
 from folio.dataflows.library import Library
-from folio.nodes.backends.library_index import _scoped_bm25, _varint, bm25_idf
+from folio.nodes.backends.index_search import _varint, bm25_idf
+from folio.nodes.backends.index_store import scoped_bm25
 from tests.conftest import DATA_DIR
 
 QUERIES = (
@@ -42,7 +43,7 @@ def test_bm25_idf_is_fts5s_and_never_below_its_floor() -> None:
 
 def test_scoped_bm25_is_fts5s_own_bm25_with_the_tables_statistics() -> None:
     conn = apsw.Connection(":memory:")
-    conn.register_fts5_function("scoped_bm25", _scoped_bm25)  # type: ignore[arg-type]
+    conn.register_fts5_function("scoped_bm25", scoped_bm25)
     conn.execute("CREATE VIRTUAL TABLE f USING fts5(text)")
     texts = ["the whale and the whale ship", "a ship at sea", "the sea the sea the sea", "a white whale"]
     conn.executemany("INSERT INTO f VALUES (?)", [(t,) for t in texts])

@@ -136,7 +136,7 @@ def test_a_repeated_chapter_is_kept_once_and_too_many_distinct_ones_are_refused_
 def test_a_port_is_a_whole_number_from_1_to_65535(text: str, ok: bool) -> None:
     import argparse
 
-    from folio.dataflows.cli import port
+    from folio.dataflows.cli_args import port
 
     if ok:
         assert port(text) == int(text)

@@ -276,26 +276,21 @@ def test_lookup_of_unknown_words_matches_nothing() -> None:
 
 def test_a_title_alone_matches_nothing() -> None:
     # "Captain" and "Mr." are in aliases ("Captain Ahab", "Mr. Starbuck") but never hit on their own.
-    matches = _tiny_map().lookup("Captain Mr.")
+    matches = concept_lookup.concept_map_lookup(_tiny_map(), "Captain Mr.")
     assert (matches.entities, matches.events, matches.chapter_ids) == ((), (), ())
 
 
 def test_lookup_limit_caps_each_kind_and_the_chapters() -> None:
-    matches = _tiny_map().lookup("Ahab Starbuck whale", limit=1)
+    matches = concept_lookup.concept_map_lookup(_tiny_map(), "Ahab Starbuck whale", limit=1)
     assert len(matches.entities) == 1 and len(matches.events) <= 1 and len(matches.chapter_ids) == 1
 
 
-def test_concept_map_lookup_method_delegates_to_the_lookup_module() -> None:
-    cmap = _tiny_map()
-    for query in ("Ahab and Starbuck", "the white whale", "sea"):
-        assert cmap.lookup(query, limit=3) == concept_lookup.concept_map_lookup(cmap, query, 3)
-
-
-def test_lookup_lives_with_the_concept_map_and_is_not_a_node() -> None:
+def test_lookup_is_a_helper_beside_the_values_and_not_a_node() -> None:
     from hamilton import driver
     from hamilton.graph_utils import find_functions
 
-    assert concept_lookup.concept_map_lookup is types.concept_map_lookup
+    assert concept_lookup.concept_map_lookup.__module__ == "folio.nodes.core.concept_lookup"
+    assert not hasattr(types, "concept_map_lookup") and not hasattr(types.ConceptMap, "lookup")  # values only
     assert not hasattr(concepts, "concept_map_lookup")
     assert [name for name, _ in find_functions(concepts)] == ["concept_map"]
     dr = driver.Builder().with_modules(concepts).with_config(dict(CONFIG)).build()
@@ -305,7 +300,7 @@ def test_lookup_lives_with_the_concept_map_and_is_not_a_node() -> None:
 
 
 def test_format_matches_lists_kind_score_label_and_chapter_titles() -> None:
-    matches = _tiny_map().lookup("Ahab and Starbuck")
+    matches = concept_lookup.concept_map_lookup(_tiny_map(), "Ahab and Starbuck")
     text = format_matches(matches, {"c1": "The Quarter-Deck", "c2": "The Ship"})
     lines = text.splitlines()
     assert lines[0].split()[:2] == ["event", f"{matches.events[0].score:.3f}"]
@@ -327,7 +322,10 @@ def test_format_matches_falls_back_to_chapter_ids_and_shortens_long_lists() -> N
 
 
 def test_format_matches_says_when_nothing_matches() -> None:
-    assert format_matches(_tiny_map().lookup("quantum")) == "no entities, themes or events match 'quantum'"
+    assert (
+        format_matches(concept_lookup.concept_map_lookup(_tiny_map(), "quantum"))
+        == "no entities, themes or events match 'quantum'"
+    )
 
 
 # --- The Adventures of Sherlock Holmes (the map the ingest pipeline wrote) --------------------------
@@ -391,7 +389,7 @@ def test_holmes_and_watson_meet_in_an_event(sherlock_map) -> None:
 
 
 def test_sherlock_lookup_of_irene_adler_routes_to_a_scandal_in_bohemia(sherlock, sherlock_map) -> None:
-    matches = sherlock_map.lookup("Who is Irene Adler?")
+    matches = concept_lookup.concept_map_lookup(sherlock_map, "Who is Irene Adler?")
     assert matches.chapter_ids[0] == sherlock.chapter_id("A Scandal in Bohemia")
 
 
@@ -463,12 +461,12 @@ def test_lookup_of_white_whale_returns_chapters_that_mention_it(moby, moby_map) 
 
 @pytest.mark.slow
 def test_lookup_takes_under_a_few_milliseconds(moby_map) -> None:
-    moby_map.lookup("warm-up builds the index")
+    concept_lookup.concept_map_lookup(moby_map, "warm-up builds the index")
     queries = ["white whale", "Ahab and Starbuck", "Queequeg harpoon", "the whiteness of the whale", "Pip"]
     start = time.perf_counter()
     for _ in range(200):
         for query in queries:
-            moby_map.lookup(query)
+            concept_lookup.concept_map_lookup(moby_map, query)
     per_query_ms = (time.perf_counter() - start) * 1000 / (200 * len(queries))
     print(f"concept_map_lookup: {per_query_ms:.3f} ms per query (Moby-Dick map)")
     assert per_query_ms < 5.0

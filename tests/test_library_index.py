@@ -4,7 +4,7 @@ libraries in place, bounded open files, and the index's search behaviour.
 Libraries here are small and built without a model (``bench.scaling.generated_library`` with hashed
 vectors, or books written from plain Python rows), except where a real ingested book is needed (the
 upgrade of a real library, hybrid search through the encoder): those tests carry the ``model`` marker.
-Crashes are real: a subprocess whose ``library_index.checkpoint`` calls ``os._exit`` at one step. Tests
+Crashes are real: a subprocess whose ``index_write.checkpoint`` calls ``os._exit`` at one step. Tests
 on the generated 1,000-book library (about ten seconds to build) are marked ``slow``.
 """
 
@@ -34,7 +34,8 @@ import apsw
 import numpy as np
 import pytest
 
-import folio.nodes.backends.library_index as library_index
+import folio.nodes.backends.index_search as index_search
+import folio.nodes.backends.index_write as index_write
 from bench.scaling import generated_library, open_files, small_books
 from folio.dataflows.api import search
 from folio.dataflows.library import Library
@@ -357,7 +358,7 @@ def small(tmp_path_factory, data_dir) -> SmallLibraries:
 CRASH_SCRIPT = """
 import json, os, sys
 import folio.dataflows.library as library
-import folio.nodes.backends.library_index as library_index
+import folio.nodes.backends.index_write as index_write
 from folio.nodes.core.types import StagedBook
 
 op, path, step, occurrence, arg = sys.argv[1:6]
@@ -370,7 +371,7 @@ def crash(name):
         if seen == int(occurrence):
             os._exit(3)
 
-library_index.checkpoint = crash
+index_write.checkpoint = crash
 lib = library.Library(path)
 if op == "upgrade":
     library.UPGRADE_BATCH = 2
@@ -453,7 +454,7 @@ def test_a_commit_that_fails_midway_leaves_the_library_as_it_was(small, tmp_path
     try:
         with lib.writer():
             generation = lib.index.generation()
-            monkeypatch.setattr(library_index, "checkpoint", fail)
+            monkeypatch.setattr(index_write, "checkpoint", fail)
             with pytest.raises(RuntimeError, match="disk on fire"):
                 lib.install(staged_book(small.new_book, tmp_path / "staged"))
             if step != "segment_built":  # a removal writes no vectors file
@@ -958,7 +959,7 @@ def test_exact_scoped_semantic_search_agrees_with_the_hnsw(forty_books, monkeypa
         scope = ids[:20]
         scoped_exact = index.semantic(probe, 5, book_ids=scope)
         with monkeypatch.context() as m:
-            m.setattr(library_index, "EXACT_MAX_WINDOWS", 0)  # the same scope through the HNSW, filtered
+            m.setattr(index_search, "EXACT_MAX_WINDOWS", 0)  # the same scope through the HNSW, filtered
             scoped_hnsw = index.semantic(probe, 5, book_ids=scope)
         assert {h.book_id for h in scoped_hnsw} <= set(scope)
         assert [h.chunk_id for h in scoped_hnsw] == [h.chunk_id for h in scoped_exact]

@@ -20,20 +20,11 @@ PACKAGES = ("nodes", "dataflows")
 # Over the limit today, with their size at most (lines).
 KNOWN_MODULES = {
     "nodes/query/answering.py": 610,
-    "nodes/backends/library_index.py": 1215,
-    "nodes/backends/book_tools.py": 759,
     "nodes/ingest/concepts.py": 794,
     "nodes/core/reading.py": 821,
-    "nodes/core/types.py": 896,
-    "dataflows/cli.py": 733,
+    "nodes/core/types.py": 746,
 }
-KNOWN_FUNCTIONS = {
-    "nodes/backends/library_index.py:commit": 94,
-    "dataflows/cli.py:build_parser": 191,
-    "dataflows/evaluation.py:evaluation_inputs": 90,
-    "dataflows/experiment_store.py:save_run": 84,
-    "dataflows/server.py:create_app": 183,
-}
+KNOWN_FUNCTIONS: dict[str, int] = {}
 
 
 def _sizes() -> tuple[dict[str, int], dict[str, int]]:

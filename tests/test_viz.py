@@ -13,8 +13,9 @@ import pytest
 
 from folio.dataflows.cli import main
 from folio.dataflows.config import CONFIG_DIR, config_files, load_config, settings
+from folio.dataflows.import_graph import NODE_GROUPS, module_structure, modules_dot
 from folio.dataflows.registry import DAGS, driver_for
-from folio.dataflows.viz import VIZ_DIR, graph_structure, render_all, to_dot
+from folio.dataflows.viz import MODULES_STEM, VIZ_DIR, graph_structure, render_all, run_dot, to_dot
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -63,7 +64,7 @@ def test_each_distinct_graph_is_drawn_once_with_the_default_as_the_plain_name():
         stems = {index[c][dag]["json"] for c in index}
         structures = [(VIZ_DIR / s).read_text(encoding="utf-8") for s in sorted(stems)]
         assert len(set(structures)) == len(structures), f"{dag}: two files draw the same graph"
-    drawn = {p.name for p in VIZ_DIR.glob("*.svg")}
+    drawn = {p.name for p in VIZ_DIR.glob("*.svg")} - {f"{MODULES_STEM}.svg"}
     assert drawn == {files["svg"] for dags in index.values() for files in dags.values()}
 
 
@@ -168,3 +169,34 @@ def test_folio_viz_writes_png_only_on_demand_and_removes_graphs_that_are_gone(re
     assert {n for n in names if n.endswith(".png")} == {n.replace(".svg", ".png") for n in svgs}
     assert "ask.gone.svg" not in names and "notes.txt" in names
     assert (out / "ask.png").read_bytes().startswith(b"\x89PNG")
+
+
+# --- the import graph (viz/modules.svg) -------------------------------------------------------------------
+def _svg_clusters(path: Path) -> set[str]:
+    return {
+        g.find(f"{SVG}title").text.removeprefix("cluster_")
+        for g in ET.parse(path).getroot().iter(f"{SVG}g")
+        if g.get("class") == "cluster"
+    }
+
+
+def test_the_committed_import_graph_matches_the_code():
+    committed = json.loads((VIZ_DIR / f"{MODULES_STEM}.json").read_text(encoding="utf-8"))
+    assert committed == module_structure(), "viz/modules.json is stale: run `folio viz`"
+    svg = VIZ_DIR / f"{MODULES_STEM}.svg"
+    assert svg.read_bytes() == run_dot(modules_dot(committed), "svg"), (
+        "viz/modules.svg is stale: run `folio viz`"
+    )
+    assert set(_svg_nodes(svg)) == {m["name"] for m in committed["modules"]}
+    assert _svg_clusters(svg) == {*NODE_GROUPS, "dataflows"}
+
+
+def test_the_import_graph_puts_each_module_in_its_group_and_sees_lazy_imports():
+    structure = module_structure()
+    groups = {m["name"]: m["group"] for m in structure["modules"]}
+    assert groups["folio.nodes.backends.index_search"] == "backends"
+    assert groups["folio.nodes.query.routing"] == "query" and groups["folio.dataflows.cli"] == "dataflows"
+    kinds = {(a, b): kind for a, b, kind in structure["edges"]}
+    assert kinds[("folio.nodes.backends.library_index", "folio.nodes.backends.index_search")] == "module"
+    assert kinds[("folio.dataflows.cli", "folio.dataflows.viz")] == "function"  # imported inside cmd_viz
+    assert not any(b == "folio.nodes.core.types" for _, b in kinds)  # the one module left undrawn

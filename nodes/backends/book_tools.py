@@ -1,4 +1,6 @@
-"""The book tools, the tool budget, the in-session cache and the shared fusion thread pool.
+"""The book tools (the tool budget, the in-session cache and the shared fusion thread pool live in
+``nodes.backends.tool_runtime``, the tools' OpenAI definitions in ``nodes.backends.tool_specs``; both
+re-exported here).
 
 ``BookTools`` exposes the book tools as a Python API and as OpenAI tool definitions (``definitions()``,
 ``call(name, arguments)``):
@@ -39,8 +41,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import Future
-from queue import SimpleQueue
 from typing import Any
 
 from folio.nodes.backends.encoder import remembered_query
@@ -59,8 +59,19 @@ from folio.nodes.backends.summary_store import (
     synopsis_hash,
     text_hash,
 )
+from folio.nodes.backends.tool_runtime import BudgetExceeded as BudgetExceeded
+from folio.nodes.backends.tool_runtime import DaemonPool as DaemonPool
+from folio.nodes.backends.tool_runtime import PendingJobs as PendingJobs
+from folio.nodes.backends.tool_runtime import SemanticUnavailable as SemanticUnavailable
+from folio.nodes.backends.tool_runtime import Session as Session
+from folio.nodes.backends.tool_runtime import ToolBudget as ToolBudget
+from folio.nodes.backends.tool_runtime import WideningRefused as WideningRefused
+from folio.nodes.backends.tool_runtime import shared_pool as shared_pool
+from folio.nodes.backends.tool_specs import TOOL_SPECS as TOOL_SPECS
+from folio.nodes.backends.tool_specs import hit_row, location_id, tool_definitions
+from folio.nodes.core.concept_lookup import concept_map_lookup
 from folio.nodes.core.ranking import HitFusion, ranked_lexical, ranked_semantic
-from folio.nodes.core.types import BookHits, ConceptMap, ConceptMatches, Deadline, FolioError, Hit
+from folio.nodes.core.types import BookHits, ConceptMap, ConceptMatches, FolioError, Hit
 
 SUMMARY_RESERVE = 1  # budget calls an LLM summary leaves for the answer (or agent turn) that reads it
 _SUMMARIES: dict[SummaryKey, str] = {}  # this process's summaries (the store may be unavailable)
@@ -73,197 +84,7 @@ def forget_summaries() -> None:
         _SUMMARIES.clear()
 
 
-class BudgetExceeded(LLMError):
-    """A tool or LLM call refused because the question's tool budget is spent."""
-
-
-class SemanticUnavailable(FolioError):
-    """Semantic search cannot run (no encoder, or the vector index failed)."""
-
-
-class WideningRefused(FolioError):
-    """A whole-book search after the one widening the question is allowed (agent mode)."""
-
-
-class ToolBudget:
-    """Counts tool calls (router and LLM requests included); refuses the call after ``limit``."""
-
-    def __init__(self, limit: int = 8) -> None:
-        self.limit = int(limit)
-        self.calls: list[str] = []
-        self.refused: list[str] = []
-        self._lock = threading.Lock()
-
-    @property
-    def used(self) -> int:
-        return len(self.calls)
-
-    @property
-    def left(self) -> int:
-        return max(0, self.limit - self.used)
-
-    def spend(self, name: str) -> None:
-        """Count one call of ``name``; ``BudgetExceeded`` when the budget is already spent."""
-        with self._lock:
-            if len(self.calls) >= self.limit:
-                self.refused.append(name)
-                raise BudgetExceeded(
-                    "tool budget", f"{name} refused: the budget of {self.limit} tool calls is spent"
-                )
-            self.calls.append(name)
-
-    def refund(self, name: str) -> None:
-        """Give back one counted call of ``name`` (a call that could not run at all costs nothing)."""
-        with self._lock:
-            for i in range(len(self.calls) - 1, -1, -1):
-                if self.calls[i] == name:
-                    del self.calls[i]
-                    return
-
-    def on_llm_call(self, payload: dict[str, Any]) -> None:
-        """``OpenAIChatClient(on_call=...)`` hook: every LLM request is a tool call."""
-        self.spend("llm")
-
-
-class Session:
-    """In-session cache of concept-map lookups and retrieval results (one conversation)."""
-
-    def __init__(self) -> None:
-        self._values: dict[tuple, Any] = {}
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def cached(self, key: tuple, make: Callable[[], Any]) -> Any:
-        """The value stored under ``key``, made (outside the lock) on first request."""
-        with self._lock:
-            if key in self._values:
-                self.hits += 1
-                return self._values[key]
-        value = make()
-        with self._lock:
-            self.misses += 1
-            self._values.setdefault(key, value)
-            return self._values[key]
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-
-class DaemonPool:
-    """``size`` daemon worker threads (started on the first ``submit``) running jobs in order of
-    submission; ``submit(fn, *args)`` gives a ``concurrent.futures.Future``. Never shut down or joined:
-    a job still running when the process exits dies with it."""
-
-    def __init__(self, size: int, name: str = "folio-fusion") -> None:
-        self.size = max(1, int(size))
-        self.name = name
-        self._jobs: SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = SimpleQueue()
-        self._started = False
-        self._lock = threading.Lock()
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        with self._lock:
-            if not self._started:
-                for i in range(self.size):
-                    threading.Thread(target=self._work, name=f"{self.name}-{i}", daemon=True).start()
-                self._started = True
-        self._jobs.put((future, fn, args))
-        return future
-
-    def _work(self) -> None:
-        while True:
-            future, fn, args = self._jobs.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                result = fn(*args)
-            except BaseException as exc:  # handed to the waiting caller, as a ThreadPoolExecutor does
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
-            del future, fn, args
-
-
-_POOLS: dict[int, DaemonPool] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def shared_pool(size: int) -> DaemonPool:
-    """The process-wide fusion pool of ``size`` daemon workers (created once, never shut down)."""
-    size = max(1, int(size))
-    with _POOLS_LOCK:
-        if size not in _POOLS:
-            _POOLS[size] = DaemonPool(size)
-        return _POOLS[size]
-
-
 # --- the tools ----------------------------------------------------------------------------------------
-
-
-def _location(hit: Hit) -> str:
-    return f"{hit.book_id}/{hit.chunk_id}"
-
-
-def _hit_row(hit: Hit, max_chars: int = 600) -> dict[str, Any]:
-    return {
-        "location_id": _location(hit),
-        "book_id": hit.book_id,
-        "chapter_id": hit.chapter_id,
-        "chapter_title": hit.chapter_title,
-        "start": hit.start,
-        "end": hit.end,
-        "score": round(hit.score, 4),
-        "text": hit.text if len(hit.text) <= max_chars else hit.text[:max_chars] + "…",
-    }
-
-
-_SCOPE = {
-    "type": "array",
-    "items": {"type": "string"},
-    "description": "chapter ids to search; empty for the whole books in play",
-}
-TOOL_SPECS: tuple[tuple[str, str, dict[str, Any], tuple[str, ...]], ...] = (
-    (
-        "book_concept_map_lookup",
-        "Look up entities, themes and events of the books' concept maps; returns candidate chapter ids.",
-        {"query": {"type": "string"}},
-        ("query",),
-    ),
-    (
-        "chapter_summary_get",
-        "A summary of one chapter.",
-        {"chapter_id": {"type": "string"}},
-        ("chapter_id",),
-    ),
-    (
-        "search",
-        "Search by words and meaning together (the ranking of `folio search`): excerpts with their "
-        "locations. The best first search for most questions.",
-        {"query": {"type": "string"}, "scope": _SCOPE, "k": {"type": "integer", "minimum": 1, "maximum": 20}},
-        ("query",),
-    ),
-    (
-        "text_search",
-        "Exact-word search (bm25): excerpts with their locations. Best for names, quotes and concrete facts.",
-        {"query": {"type": "string"}, "scope": _SCOPE},
-        ("query",),
-    ),
-    (
-        "semantic_search",
-        "Search by meaning: chunks with their locations. Best for abstract or conceptual questions.",
-        {"query": {"type": "string"}, "scope": _SCOPE, "k": {"type": "integer", "minimum": 1, "maximum": 20}},
-        ("query",),
-    ),
-    (
-        "chunk_get",
-        "The full text of one chunk, by its location_id.",
-        {"location_id": {"type": "string"}},
-        ("location_id",),
-    ),
-    ("book_synopsis_get", "A synthesis of a whole book.", {"book_id": {"type": "string"}}, ()),
-)
 
 
 class BookTools:
@@ -380,7 +201,7 @@ class BookTools:
 
     def _remember(self, hits: Sequence[Hit]) -> None:
         for h in hits:
-            self.seen.setdefault(_location(h), h)
+            self.seen.setdefault(location_id(h), h)
 
     # --- tools ----------------------------------------------------------------------------------------
     def concept_map_lookup(self, query: str) -> tuple[tuple[str, ConceptMatches], ...]:
@@ -389,7 +210,9 @@ class BookTools:
 
         def make() -> tuple[tuple[str, ConceptMatches], ...]:
             return tuple(
-                (b, self.concept_maps[b].lookup(query)) for b in self._books() if b in self.concept_maps
+                (b, concept_map_lookup(self.concept_maps[b], query))
+                for b in self._books()
+                if b in self.concept_maps
             )
 
         return self.session.cached(("concepts", self._books(), query), make)
@@ -651,22 +474,7 @@ class BookTools:
     @staticmethod
     def definitions() -> list[dict[str, Any]]:
         """OpenAI tool definitions (``tools=`` of a chat request) of every book tool."""
-        return [
-            {
-                "type": "function",
-                "function": {
-                    "name": name,
-                    "description": description,
-                    "parameters": {
-                        "type": "object",
-                        "properties": properties,
-                        "required": list(required),
-                        "additionalProperties": False,
-                    },
-                },
-            }
-            for name, description, properties, required in TOOL_SPECS
-        ]
+        return tool_definitions()
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> str:
         """Run a tool by its OpenAI name; the result (or the error) as JSON text for a tool message."""
@@ -690,14 +498,14 @@ class BookTools:
                 value.update({"notes": list(summary.notes)} if summary.notes else {})
             elif name == "search":
                 found = self.search(str(args.get("query", "")), args.get("scope"), args.get("k"))
-                value = [_hit_row(h) for h in found.hits]
+                value = [hit_row(h) for h in found.hits]
             elif name == "text_search":
-                value = [_hit_row(h) for h in self.text_search(str(args.get("query", "")), args.get("scope"))]
+                value = [hit_row(h) for h in self.text_search(str(args.get("query", "")), args.get("scope"))]
             elif name == "semantic_search":
                 hits = self.semantic_search(str(args.get("query", "")), args.get("scope"), args.get("k"))
-                value = [_hit_row(h) for h in hits]
+                value = [hit_row(h) for h in hits]
             elif name == "chunk_get":
-                value = _hit_row(self.chunk(str(args["location_id"])), max_chars=10_000)
+                value = hit_row(self.chunk(str(args["location_id"])), max_chars=10_000)
             elif name == "book_synopsis_get":
                 self.budget.spend("book_synopsis.get")
                 synopsis = self.synopsis_of(args.get("book_id"))
@@ -710,50 +518,3 @@ class BookTools:
         except (FolioError, KeyError, TypeError, ValueError) as exc:
             value = {"error": str(exc)}
         return json.dumps(value, ensure_ascii=False)
-
-
-# --- pending source jobs (cross-source fusion) ---------------------------------------------------------
-
-
-class PendingJobs:
-    """Source jobs submitted to the fusion pool; ``collect`` waits for them until one deadline.
-
-    Each job runs ``fn(clause)`` in a copy of the submitting thread's ``contextvars`` context. A job
-    still running at the deadline is abandoned: it keeps running in the pool, and its result is dropped.
-    """
-
-    def __init__(self, pool: DaemonPool, jobs: Sequence[tuple[str, str, Callable[[str], Any]]]) -> None:
-        import contextvars
-        import time
-
-        self.started = time.monotonic()
-        self.futures = []
-        for source, clause, fn in jobs:
-            context = contextvars.copy_context()
-            self.futures.append((source, clause, pool.submit(context.run, fn, clause)))
-
-    def collect(
-        self, timeout: float, deadline: Deadline | None = None
-    ) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, str]]]:
-        """(source, clause, result) of the jobs done by ``started + timeout`` (or by ``deadline``, when
-        that is sooner); (source, clause, why) of the rest."""
-        import time
-        from concurrent.futures import wait
-
-        until = self.started + float(timeout)
-        why = f"timed out after {float(timeout):g} s"
-        if deadline is not None and deadline.at < until:
-            until, why = deadline.at, f"the ask's deadline of {deadline.seconds:g} s passed"
-        wait([f for _, _, f in self.futures], timeout=max(0.0, until - time.monotonic()))
-        done: list[tuple[str, str, Any]] = []
-        failed: list[tuple[str, str, str]] = []
-        for source, clause, future in self.futures:
-            if not future.done():
-                failed.append((source, clause, why))
-            elif future.exception() is not None:
-                exc = future.exception()
-                reason = exc.reason if isinstance(exc, FolioError) else f"{type(exc).__name__}: {exc}"
-                failed.append((source, clause, reason))
-            else:
-                done.append((source, clause, future.result()))
-        return done, failed

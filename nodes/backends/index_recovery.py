@@ -1,0 +1,105 @@
+"""Checks and recovery of the library index (``nodes.backends.library_index``): ``check`` (what is
+damaged), ``compact`` (one vector segment, FTS5 optimised) and ``rebuild_vectors``.
+
+Config: none. Limitations: see ``nodes.backends.library_index``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+from folio.nodes.backends import index_write
+from folio.nodes.backends.index_write import IndexWrite
+from folio.nodes.backends.vector_segments import (
+    Segment,
+)
+
+
+class IndexRecovery(IndexWrite):
+    """The library index's checks and recovery."""
+
+    def compact(self) -> int:
+        """Fold every vector segment into one file (a new generation, one transaction, as ``commit``),
+        then let FTS5 merge its own segments (``optimize``); returns the number of windows indexed. Also
+        how a missing or damaged vectors file is rebuilt (``rebuild_vectors``)."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        written: Path | None = None
+        try:
+            meta = self._meta(conn)
+            generation = int(meta["generation"])
+            if "ndim" in meta:  # no segment kept: one new one over every key
+                top = int(meta["next_window"]) - 1
+                written = self._write_segments(conn, generation + 1, (), (), (1, top), meta)
+            index_write.checkpoint("compacted")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(generation + 1),))
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+            if written is not None:
+                written.unlink(missing_ok=True)
+            raise
+        index_write.checkpoint("committed")
+        with self._lock:
+            self._views.clear()
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.remove_stale_vectors()
+        return sum(seg.live for seg in self.segments())
+
+    def segments(self) -> tuple[Segment, ...]:
+        """The current generation's vector segments, oldest first."""
+        with self._reading() as conn:
+            return self._segments(conn)
+
+    def rebuild_vectors(self) -> int:
+        """Write one vectors file of every stored window again (a missing or damaged file), as a new
+        generation; returns the number of windows indexed."""
+        with self._lock:
+            self._views.clear()  # drop damaged views before their files are replaced
+        return self.compact()
+
+    def lexical_problem(self) -> str | None:
+        """Why the FTS5 index does not match the chunks (its ``integrity-check``), or None."""
+        import apsw
+
+        try:
+            self._conn().execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+        except apsw.Error as exc:
+            return str(exc)
+        return None
+
+    def check(self) -> list[str]:
+        """Problems found (empty when whole): FTS5 integrity, counts against descriptors, the HNSW."""
+        problems: list[str] = []
+        lexical = self.lexical_problem()
+        if lexical is not None:
+            problems.append(f"lexical index: {lexical}")
+        with self._reading() as conn:
+            segments = self._segments(conn)
+            for seg in segments:
+                live = conn.execute(
+                    "SELECT count(*) FROM windows WHERE key BETWEEN ? AND ?", (seg.lo, seg.hi)
+                ).fetchone()[0]
+                if live != seg.live:
+                    path = self.vectors_path(seg.generation)
+                    problems.append(f"{path}: {seg.live} live windows recorded, {live} stored")
+            counts = dict(conn.execute("SELECT book_id, count(*) FROM chunks GROUP BY book_id"))
+            windows = dict(conn.execute("SELECT book_id, count(*) FROM windows GROUP BY book_id"))
+            for (descriptor,) in conn.execute("SELECT descriptor FROM books"):
+                d = json.loads(descriptor)
+                if (
+                    counts.get(d["book_id"], 0) != d["n_chunks"]
+                    or windows.get(d["book_id"], 0) != d["n_windows"]
+                ):
+                    problems.append(f"{d['book_id']}: chunks or windows do not match its descriptor")
+            total = sum(windows.values())
+        if total != sum(seg.live for seg in segments):
+            problems.append(f"{self.directory}: the vector segments do not cover every window")
+        damaged = self.damaged_vectors()
+        if damaged is not None:
+            problems.append(f"{damaged}: missing, damaged or incomplete")
+        return problems

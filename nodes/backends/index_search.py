@@ -1,0 +1,367 @@
+"""Search in the library index (``nodes.backends.library_index``): lexical (one FTS5 statement with the
+scope's own term statistics, phrase and shingle bonuses) and semantic (the HNSW segments re-scored
+exactly, or an exact scan of a scope's cached vectors).
+
+Config: none (``EXACT_MAX_WINDOWS``, the constants of ``nodes.backends.index_store``). Limitations: see
+``nodes.backends.library_index``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+
+from folio.nodes.backends.index_store import (
+    CHUNK_COLUMNS,
+    IndexStore,
+    row_hit,
+    sql_in,
+    sql_scope,
+    vector_matrix,
+)
+from folio.nodes.backends.vector_segments import (
+    Segment,
+    search_breadths,
+)
+from folio.nodes.core.text import (
+    fts_match_expression,
+    fts_phrase_expression,
+    fts_phrases,
+    fts_shingles,
+    fts_tokens,
+)
+from folio.nodes.core.types import FolioError, Hit
+
+PHRASE_BONUS = 1.0  # a verbatim phrase of the query: + the best bm25 score of the query in scope
+SHINGLE_BONUS = 0.5  # all of the query's 3-word runs held: + this share of the best score
+STATS_CACHE = 256  # scopes whose term-statistics base (chunks, mean length) is kept per generation
+EXACT_MAX_WINDOWS = 50_000  # a scope up to this many windows is scored exactly, a larger one by the HNSW
+VECTOR_CACHE_BYTES = 256 * 2**20  # per-book vectors kept for scoped searches (LRU)
+
+
+def best_per_chunk(rowids: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The ``k`` chunks with the best window similarity, as ``(chunk rowid, similarity)``."""
+    best: dict[int, float] = {}
+    for rowid, sim in zip(rowids.tolist(), sims.tolist(), strict=True):
+        if sim > best.get(rowid, -2.0):
+            best[rowid] = sim
+    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def _varint(blob: bytes) -> int:
+    """SQLite's variable-length integer at the start of ``blob`` (FTS5 ``docsize`` rows)."""
+    value = 0
+    for i, byte in enumerate(blob[:9]):
+        if i == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            break
+    return value
+
+
+def bm25_idf(rows: int, hits: int) -> float:
+    """FTS5's bm25 idf of a phrase found in ``hits`` of ``rows`` rows (never below 1e-6)."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0 else 1e-6
+
+
+class IndexSearch(IndexStore):
+    """The library index's searches."""
+
+    # --- lexical -----------------------------------------------------------------------------------
+    @staticmethod
+    def _per_expression(
+        conn: Any, wrap: str, expressions: Sequence[str], scope: tuple[str, list[object]]
+    ) -> tuple:
+        """One value per expression, in one statement: ``wrap`` filled with ``FROM chunks_fts ... WHERE
+        chunks_fts MATCH ?`` over the chunks in scope (``EXISTS(SELECT 1 {})``, ``(SELECT count(*) {})``)."""
+        where, params = scope
+        join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if where else ""
+        one = wrap.format(f"FROM chunks_fts{join} WHERE chunks_fts MATCH ?{where}")
+        return conn.execute(
+            "SELECT " + ", ".join([one] * len(expressions)), [p for e in expressions for p in (e, *params)]
+        ).fetchone()
+
+    def _present(self, conn: Any, expressions: Sequence[str], scope: tuple[str, list[object]]) -> list[str]:
+        """The MATCH expressions that match some chunk in scope (one statement)."""
+        if not expressions:
+            return []
+        flags = self._per_expression(conn, "EXISTS(SELECT 1 {})", expressions, scope)
+        return [e for e, flag in zip(expressions, flags, strict=True) if flag]
+
+    def _scope_stats(self, conn: Any, scope: tuple[str, list[object]]) -> tuple[int, float]:
+        """``(chunks, mean FTS5 tokens per chunk)`` in scope (cached per generation and scope)."""
+        key = "stats:" + scope[0] + repr(scope[1])
+
+        def make(c: Any) -> tuple[int, float]:
+            sizes = [
+                _varint(bytes(sz))
+                for (sz,) in c.execute(
+                    "SELECT d.sz FROM chunks_fts_docsize d JOIN chunks c ON c.rowid = d.id "
+                    f"WHERE 1{scope[0]}",
+                    scope[1],
+                )
+            ]
+            return len(sizes), (sum(sizes) / len(sizes) if sizes else 1.0)
+
+        value: tuple[int, float] = self._cached(conn, key, make)
+        with self._lock:
+            stats = [k for k in self._by_generation if k.startswith("stats:")]
+            for old in stats[: max(0, len(stats) - STATS_CACHE)]:
+                del self._by_generation[old]
+        return value
+
+    def _bm25_sql(
+        self, conn: Any, terms: Sequence[str], scope: tuple[str, list[object]]
+    ) -> tuple[str, list[object], int]:
+        """The bm25 expression for the query's terms and its parameters, and the number of chunks in
+        scope: FTS5's own bm25 for the whole library, else the same formula over the scope's statistics
+        (chunks, mean length, each term's chunks in scope), so a book searched alone ranks as if indexed
+        alone and books searched together share one set of statistics."""
+        if not scope[0]:
+            count = self._cached(
+                conn, "chunk_count", lambda c: int(c.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            )
+            return "-bm25(chunks_fts)", [], count
+        rows, avgdl = self._scope_stats(conn, scope)
+        hits = self._per_expression(conn, "(SELECT count(*) {})", terms, scope)
+        idfs = [bm25_idf(rows, int(h)) for h in hits]
+        return f"scoped_bm25(chunks_fts, ?{', ?' * len(idfs)})", [avgdl, *idfs], rows
+
+    def lexical(
+        self,
+        query: str,
+        k: int = 10,
+        book_ids: Collection[str] | None = None,
+        chapter_ids: Collection[str] | None = None,
+        per_book: bool = False,
+    ) -> list[Hit]:
+        """bm25-ranked chunks with phrase and proximity bonuses, in one statement; any query string is
+        safe (no FTS5 syntax errors). ``per_book``: at most ``k`` hits of each book.
+
+        A chunk's score is its bm25 over the query's content words (the statistics of the books searched,
+        whatever chapters are kept: FTS5's own for the whole library, ``_bm25_sql``) plus,
+        in units of the best ``-bm25`` in scope, ``PHRASE_BONUS`` when it holds one of
+        ``fts_phrases(query)`` verbatim and ``SHINGLE_BONUS`` times the share of ``fts_shingles(query)``
+        it holds: a chunk holding the line typed ranks above every chunk that only repeats its words.
+        """
+        expression = fts_match_expression(query)
+        if expression is None or k <= 0 or (book_ids is not None and not book_ids):
+            return []
+        if chapter_ids is not None and not chapter_ids:
+            return []
+        scope = sql_scope(book_ids, chapter_ids)
+        books = sql_scope(book_ids, None)  # statistics and bonus runs: the books' (chapters only filter)
+        with self._reading() as conn:
+            bonuses: list[tuple[str, float]] = []
+            phrase = fts_phrase_expression(fts_phrases(query))
+            if phrase is not None:
+                bonuses.append((phrase, PHRASE_BONUS))
+            shingles = self._present(
+                conn, [fts_phrase_expression((s,)) or "" for s in fts_shingles(query)], books
+            )
+            bonuses.extend((s, SHINGLE_BONUS / len(shingles)) for s in shingles)
+            bonus_sql = " + ".join(
+                f"{weight!r} * (b.r IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))"
+                for _, weight in bonuses
+            )
+            bm25, bm25_params, rows = self._bm25_sql(conn, expression.split(" OR "), books)
+            join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if scope[0] else ""
+            head = (
+                f"WITH b AS MATERIALIZED (SELECT chunks_fts.rowid AS r, {bm25} AS s FROM chunks_fts{join} "
+                f"WHERE chunks_fts MATCH ?{scope[0]}), "
+                "top AS (SELECT max(max(s), ?) AS best FROM b), "
+                f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score "
+                "FROM b JOIN top)"
+            )
+            if per_book:  # at most k of each book
+                sql = (
+                    f"{head}, ranked AS (SELECT scored.r AS r, scored.score AS score, ROW_NUMBER() OVER "
+                    "(PARTITION BY c.book_id ORDER BY scored.score DESC, c.rowid) AS n "
+                    "FROM scored JOIN chunks c ON c.rowid = scored.r) "
+                    f"SELECT {CHUNK_COLUMNS}, ranked.score FROM ranked JOIN chunks c ON c.rowid = ranked.r "
+                    "WHERE ranked.n <= ? ORDER BY ranked.score DESC, c.rowid"
+                )
+            else:
+                sql = (
+                    f"{head}, best AS (SELECT r, score FROM scored ORDER BY score DESC, r LIMIT ?) "
+                    f"SELECT {CHUNK_COLUMNS}, best.score FROM best JOIN chunks c ON c.rowid = best.r "
+                    "ORDER BY best.score DESC, c.rowid"
+                )
+            rare = math.log(max(rows - 0.5, 1.5) / 1.5)  # idf of a word in one chunk: the least bonus
+            params: list[object] = [*bm25_params, expression, *scope[1], rare]
+            params.extend(e for e, _ in bonuses)
+            params.append(int(k))
+            return [row_hit(row, row[8]) for row in conn.execute(sql, params)]
+
+    def books_holding(self, text: str, book_ids: Collection[str] | None = None) -> frozenset[str]:
+        """The books (of ``book_ids``) some chunk of which holds the words of ``text`` in this order."""
+        expression = fts_phrase_expression((tuple(fts_tokens(text)),))
+        if expression is None:
+            return frozenset()
+        where, params = sql_scope(book_ids, None)
+        sql = (
+            "SELECT DISTINCT c.book_id FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH ?{where}"
+        )
+        with self._reading() as conn:
+            return frozenset(r[0] for r in conn.execute(sql, [expression, *params]))
+
+    def _segment_views(self, segments: Sequence[Segment]) -> list[Any] | None:
+        """The views of ``segments`` (None when a file is missing); views of other segments are dropped
+        (their files closed), so the open files follow the library's segments."""
+        with self._lock:
+            wanted = {s.generation for s in segments}
+            for old in [g for g in self._views if g not in wanted]:
+                del self._views[old]
+        views = [self._view(s.generation) for s in segments]
+        return None if any(v is None for v in views) else views
+
+    def _book_vectors(
+        self, conn: Any, generation: int, book_id: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(chunk rowids, chapter ids, vectors)`` of the book's windows (LRU cache, bounded bytes)."""
+        key = (generation, book_id)
+        with self._lock:
+            if key in self._vector_cache:
+                self._vector_cache.move_to_end(key)
+                return self._vector_cache[key]
+        rows = list(
+            conn.execute(
+                "SELECT w.chunk_rowid, c.chapter_id, w.vector FROM windows w JOIN chunks c "
+                "ON c.rowid = w.chunk_rowid WHERE w.book_id = ? ORDER BY w.key",
+                (book_id,),
+            )
+        )
+        rowids = np.array([r[0] for r in rows], dtype=np.int64)
+        chapters = np.array([r[1] for r in rows], dtype=object)
+        matrix = vector_matrix([r[2] for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
+        value = (rowids, chapters, matrix)
+        with self._lock:
+            self._vector_cache[key] = value
+            self._cache_bytes += matrix.nbytes
+            while self._cache_bytes > VECTOR_CACHE_BYTES and len(self._vector_cache) > 1:
+                _, (_, _, old) = self._vector_cache.popitem(last=False)
+                self._cache_bytes -= old.nbytes
+        return value
+
+    def _scope_windows(self, conn: Any, book_ids: Collection[str] | None) -> int:
+        if book_ids is None:
+            return self._cached(
+                conn, "window_count", lambda c: int(c.execute("SELECT count(*) FROM windows").fetchone()[0])
+            )
+        where, params = sql_in("book_id", sorted(set(book_ids)))
+        return int(conn.execute(f"SELECT count(*) FROM windows WHERE {where}", params).fetchone()[0])
+
+    def _exact(
+        self,
+        conn: Any,
+        generation: int,
+        q: np.ndarray,
+        k: int,
+        book_ids: Collection[str],
+        chapter_ids: Collection[str] | None,
+    ) -> list[tuple[int, float]]:
+        rowids, sims = [], []
+        allowed = set(chapter_ids) if chapter_ids is not None else None
+        for book_id in sorted(set(book_ids)):
+            ids, chapters, matrix = self._book_vectors(conn, generation, book_id)
+            if not len(ids):
+                continue
+            mask = np.ones(len(ids), dtype=bool) if allowed is None else np.isin(chapters, list(allowed))
+            rowids.append(ids[mask])
+            sims.append(np.asarray(matrix[mask] @ q, dtype=np.float64))
+        if not rowids:
+            return []
+        return best_per_chunk(np.concatenate(rowids), np.concatenate(sims), k)
+
+    def _approximate(
+        self,
+        conn: Any,
+        views: Sequence[tuple[Segment, Any]],
+        q: np.ndarray,
+        k: int,
+        count: int,
+        book_ids: Collection[str] | None,
+        chapter_ids: Collection[str] | None,
+    ) -> list[tuple[int, float]]:
+        """Every segment's HNSW candidates (``count`` live ones each), re-scored exactly from their stored
+        vectors, kept when in scope: the merge across segments is exact."""
+        keys: list[int] = []
+        breadths = search_breadths([s for s, _ in views], count)
+        for (_, view), breadth in zip(views, breadths, strict=True):
+            matches = view.search(q, min(breadth, len(view)), threads=1)  # one query: no thread pool
+            keys.extend(int(x) for x in np.asarray(matches.keys).ravel().tolist())
+        if not keys:
+            return []
+        where, params = sql_in("w.key", keys)
+        scope, scope_params = sql_scope(book_ids, chapter_ids)
+        rows = list(
+            conn.execute(
+                f"SELECT w.chunk_rowid, w.vector FROM windows w JOIN chunks c ON c.rowid = w.chunk_rowid "
+                f"WHERE {where}{scope}",
+                [*params, *scope_params],
+            )
+        )
+        if not rows:
+            return []
+        matrix = vector_matrix([r[1] for r in rows])
+        return best_per_chunk(
+            np.array([r[0] for r in rows], dtype=np.int64), np.asarray(matrix @ q, dtype=np.float64), k
+        )
+
+    def semantic(
+        self,
+        query_vector: np.ndarray,
+        k: int = 10,
+        book_ids: Collection[str] | None = None,
+        chapter_ids: Collection[str] | None = None,
+    ) -> list[Hit]:
+        """Chunks ranked by the cosine similarity of their best window to the query vector (exact
+        float32 scores): the whole library through the HNSW, a scope of books or chapters exactly."""
+        if k <= 0 or (book_ids is not None and not book_ids) or (chapter_ids is not None and not chapter_ids):
+            return []
+        q = np.asarray(query_vector, dtype=np.float32).ravel()
+        for attempt in range(2):
+            stale = False
+            with self._reading() as conn:
+                generation = self._generation(conn)
+                segments = self._segments(conn)
+                total = sum(s.live for s in segments)
+                if total == 0:
+                    return []
+                if book_ids is None and chapter_ids is not None:  # chapters of any book: theirs, exactly
+                    where, params = sql_in("chapter_id", sorted(set(chapter_ids)))
+                    book_ids = [
+                        r[0]
+                        for r in conn.execute(f"SELECT DISTINCT book_id FROM chapters WHERE {where}", params)
+                    ]
+                    if not book_ids:
+                        return []
+                scoped = self._scope_windows(conn, book_ids) if book_ids is not None else total
+                if book_ids is not None and (chapter_ids is not None or scoped <= EXACT_MAX_WINDOWS):
+                    top = self._exact(conn, generation, q, k, book_ids, chapter_ids)
+                else:
+                    views = self._segment_views(segments)
+                    if views is None:
+                        stale = True  # a writer removed a file between our reads, or it is missing
+                    else:
+                        want = int(max(4 * k, k + 16) * max(1.0, total / max(scoped, 1)))
+                        pairs = list(zip(segments, views, strict=True))
+                        top = self._approximate(conn, pairs, q, k, want, book_ids, chapter_ids)
+                        if book_ids is not None and len(top) < k:
+                            top = self._exact(conn, generation, q, k, book_ids, chapter_ids)
+                if not stale:
+                    rows = self.chunks_by_rowid(conn, [r for r, _ in top])
+                    return [row_hit(rows[r], s) for r, s in top if r in rows]
+            if attempt == 0 and self.generation() != generation:
+                continue
+            break
+        raise FolioError(
+            str(self.damaged_vectors() or self.vectors_path(generation)),
+            "the vector index is missing; reopen the library to rebuild it",
+        )
