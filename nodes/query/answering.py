@@ -553,8 +553,7 @@ def book_results__agent(
         if r.route == "NOT_BOOK":  # no other source took it: the LLM answers, not from the books
             out.append(_general_result(r, llm_client, max_words))
             continue
-        chosen = book_tools.for_books(r.book_ids)
-        tools = chosen.escalating(1)  # one widening, as the pipeline
+        tools = (chosen := book_tools.for_books(r.book_ids)).escalating(1)  # one widening, as the pipeline
         content, notes = _agent_run(
             llm_client, tools, r.question, [b for b in book_catalog if b.book_id in r.book_ids]
         )
