@@ -115,6 +115,7 @@ DAGS: dict[str, Dag] = {
             "ingest",
             "one book: source file → manifest → chunks → indexes → concept map → staged book",
             (
+                "query.llm_connection",  # the concept map's normalisation (``llm: openai`` only)
                 "ingest.parsing",
                 "ingest.chunking",
                 "search.encoding",
@@ -129,6 +130,8 @@ DAGS: dict[str, Dag] = {
             never_cached=(
                 "parsed_book",
                 "encoder",
+                "llm_connection",
+                "llm_client",
                 "lexical_index",
                 "vector_index",
                 "concept_map_file",

@@ -248,6 +248,64 @@ def _agent_config(url: str) -> dict[str, object]:
     return _llm_config(url, answer_mode="agent")
 
 
+def test_agent_asking_to_widen_twice_gets_one_widening_end_to_end(fairytale_library: Path) -> None:
+    """Issue 32, point 17: through the ask DAG, an agent that searches in a chapter, widens to the whole
+    book, searches in the chapter again and widens again has its second widening refused (the error is
+    the tool's reply, no search runs), as the pipeline's single escalation."""
+    from folio.dataflows.asking import _library
+
+    _, stores, _ = _library(fairytale_library)
+    potter = next(s for s in stores.values() if s.book_id.startswith("the-great-big-treasury"))
+    target = potter.lexical("camomile tea", 1)[0]
+    scoped = Reply.tools(("text_search", {"query": "camomile tea", "scope": [target.chapter_id]}))
+    whole = Reply.tools(("text_search", {"query": "camomile tea"}))
+    location = f"{target.book_id}/{target.chunk_id}"
+    with ScriptedLLMServer(
+        [
+            {"route": "BOOK", "confidence": 0.9, "suggested_queries": [], "book_ids": [potter.book_id]},
+            scoped,
+            whole,
+            scoped,
+            whole,
+            Reply.answer(f"Camomile tea [{location}]."),
+        ]
+    ) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config={**_agent_config(server.url), "max_tool_calls": 12},
+        )
+        replies = [r["messages"][-1] for r in server.requests[2:6]]
+    assert [m["role"] for m in replies] == ["tool"] * 4
+    first_widening, second_widening = replies[1]["content"], replies[3]["content"]
+    assert target.chunk_id in first_widening and "error" not in first_widening  # the one widening ran
+    assert target.chunk_id in replies[2]["content"]  # a search in the chapter still runs after it
+    assert "already widened to the whole book" in second_widening and target.chunk_id not in second_widening
+    assert answer.tool_calls == 9  # router, 5 agent turns, the 3 searches that ran (the refused one: none)
+    assert answer.citations and answer.citations[0].chunk_id == target.chunk_id
+
+
+def test_agent_stopped_after_its_widening_still_gets_the_pipelines_fallback(fairytale_library: Path) -> None:
+    """The same agent under the default budget (8 calls) is stopped after its widening; the extractive
+    fallback's whole-book search is the pipeline's own, not a second widening (it raised
+    ``WideningRefused`` out of the ask before issue 32)."""
+    from folio.dataflows.asking import _library
+
+    _, stores, _ = _library(fairytale_library)
+    potter = next(s for s in stores.values() if s.book_id.startswith("the-great-big-treasury"))
+    target = potter.lexical("camomile tea", 1)[0]
+    scoped = Reply.tools(("text_search", {"query": "camomile tea", "scope": [target.chapter_id]}))
+    whole = Reply.tools(("text_search", {"query": "camomile tea"}))
+    with ScriptedLLMServer([BOOK_ROUTE, scoped, whole, scoped, whole, whole]) as server:
+        answer = ask(
+            "Who made camomile tea when Peter was put to bed?",
+            library=fairytale_library,
+            config=_agent_config(server.url),
+        )
+    assert AGENT_UNCITED in answer.notes
+    assert answer.citations and "camomile" in answer.answer.lower()
+
+
 def test_agent_ninth_call_is_refused_and_the_answer_stays_grounded(fairytale_library: Path) -> None:
     search = Reply.tools(("text_search", {"query": "camomile tea"}))
     with ScriptedLLMServer(

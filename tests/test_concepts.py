@@ -19,7 +19,11 @@ from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
 from folio.nodes.backends.book_store import BookStore
 from folio.nodes.core import concept_lookup, types
+from folio.nodes.core.concept_building import stable_id as _stable_id
+from folio.nodes.core.concept_building import theme_clusters as _theme_clusters
+from folio.nodes.core.concept_building import top_terms as _top_terms
 from folio.nodes.core.concept_lookup import format_matches
+from folio.nodes.core.concept_names import entity_drafts as _entity_drafts
 from folio.nodes.core.text import fold
 from folio.nodes.core.types import (
     Chapter,
@@ -35,7 +39,7 @@ from folio.nodes.core.types import (
     Theme,
 )
 from folio.nodes.ingest import concepts
-from folio.nodes.ingest.concepts import _entity_drafts, _stable_id, _theme_clusters, _top_terms, concept_map
+from folio.nodes.ingest.concepts import deterministic_concept_map as concept_map
 
 CONFIG = load_config()
 THRESHOLD = CONFIG["concept_theme_threshold"]
@@ -292,7 +296,11 @@ def test_lookup_is_a_helper_beside_the_values_and_not_a_node() -> None:
     assert concept_lookup.concept_map_lookup.__module__ == "folio.nodes.core.concept_lookup"
     assert not hasattr(types, "concept_map_lookup") and not hasattr(types.ConceptMap, "lookup")  # values only
     assert not hasattr(concepts, "concept_map_lookup")
-    assert [name for name, _ in find_functions(concepts)] == ["concept_map"]
+    assert [name for name, _ in find_functions(concepts)] == [
+        "concept_map__openai",
+        "concept_map__plain",
+        "deterministic_concept_map",
+    ]
     dr = driver.Builder().with_modules(concepts).with_config(dict(CONFIG)).build()
     names = {v.name for v in dr.list_available_variables()}
     assert "concept_map" in names

@@ -292,10 +292,8 @@ class StagedBook:
 
 
 # --- Concept map (nodes/ingest/concepts.py) ---------------------------------------------------------------
-# A per-book map of entities, themes and events with chapter links and light evidence. Chapter ids of
-# every item are ordered by evidence (strongest first). ``to_json`` is deterministic (sorted keys,
-# floats rounded to 6 places), so the same book and config give byte-identical bytes.
-
+# A per-book map of entities, themes and events with chapter links (strongest evidence first) and light
+# evidence. ``to_json`` is deterministic (sorted keys, floats rounded to 6 places): byte-identical bytes.
 CONCEPT_MAP_VERSION = 1
 
 
@@ -320,6 +318,7 @@ class Entity:
     chapter_ids: tuple[str, ...]
     terms: tuple[str, ...]
     excerpts: tuple[Evidence, ...]
+    entity_type: str = ""  # person, place, organisation, object or other when an LLM typed it; else ""
 
 
 @dataclass(frozen=True)
@@ -378,6 +377,7 @@ class ConceptMap:
     themes: tuple[Theme, ...]
     events: tuple[Event, ...]
     version: int = CONCEPT_MAP_VERSION
+    notes: tuple[str, ...] = ()  # how it was made when not plainly (the LLM's normalisation, or why not)
 
     def to_json(self) -> bytes:
         """Deterministic UTF-8 JSON: sorted keys, no whitespace, floats rounded to 6 places."""
@@ -400,6 +400,7 @@ class ConceptMap:
                 themes=tuple(_concept_item(Theme, row) for row in raw["themes"]),
                 events=tuple(_concept_item(Event, row) for row in raw["events"]),
                 version=int(raw["version"]),
+                notes=tuple(str(n) for n in raw.get("notes", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise FolioError("concept map", f"not a valid concept map: {exc}") from None
@@ -632,10 +633,9 @@ class Citation:
 
 @dataclass(frozen=True)
 class BookHits:
-    """What one search of the books found (``folio search``'s ranking): the fused hits, best first, and
-    the lexical and semantic lists they were fused from (each ``search_depth(k)`` deep), the chapters
-    boosted (None: none), one line per search made, and notes (a rerank that fell back, semantic search
-    unavailable)."""
+    """What one search of the books found (``folio search``'s ranking): the fused hits, best first, the
+    lexical and semantic lists they were fused from (each ``search_depth(k)`` deep), the chapters boosted
+    (None: none), one line per search made, and notes (a rerank that fell back, semantic unavailable)."""
 
     question: str
     hits: tuple[Hit, ...]

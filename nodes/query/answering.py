@@ -553,7 +553,7 @@ def book_results__agent(
         if r.route == "NOT_BOOK":  # no other source took it: the LLM answers, not from the books
             out.append(_general_result(r, llm_client, max_words))
             continue
-        tools = book_tools.for_books(r.book_ids).escalating(1)  # one widening, as the pipeline
+        tools = (chosen := book_tools.for_books(r.book_ids)).escalating(1)  # one widening, as the pipeline
         content, notes = _agent_run(
             llm_client, tools, r.question, [b for b in book_catalog if b.book_id in r.book_ids]
         )
@@ -564,7 +564,7 @@ def book_results__agent(
             out.append(_book_result(r, cited[0], cited[1], book_catalog, notes))
             continue
         notes.append(AGENT_UNCITED)
-        evidence = fallback_evidence(tools, r.question)
+        evidence = fallback_evidence(chosen, r.question)  # the pipeline's own whole-book search
         ranked = _ranked_seen(r.question, tools.seen)
         if not evidence.hits and ranked:  # the budget left no fallback search: the agent's own finds
             evidence = replace(evidence, hits=tuple(ranked), sufficient=True)
