@@ -7,14 +7,8 @@ from pathlib import Path
 import pytest
 
 from folio.nodes.core import reading
-from folio.nodes.core.reading import (
-    asked,
-    needs_previous,
-    passage,
-    read_book,
-    relevance,
-    word_scores,
-)
+from folio.nodes.core.reading import passage, read_book
+from folio.nodes.core.sentence_scoring import asked, needs_previous, relevance, word_scores
 from folio.nodes.core.types import Hit
 from tests.conftest import BOOKS
 

@@ -23,7 +23,6 @@ KNOWN_MODULES = {
     "nodes/backends/library_index.py": 1215,
     "nodes/backends/book_tools.py": 759,
     "nodes/ingest/concepts.py": 794,
-    "nodes/core/reading.py": 821,
     "nodes/core/types.py": 896,
     "dataflows/cli.py": 733,
 }
