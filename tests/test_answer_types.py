@@ -1,4 +1,4 @@
-"""Answer types (nodes/backends/answer_types.py) and the reader's use of them (nodes/core/sentence_scoring.py)."""
+"""Answer types (nodes/backends/answer_types.py) and the reader's use of them (sentence_scoring.py)."""
 
 from folio.nodes.backends.answer_types import AnswerType, answer_type, type_cue
 from folio.nodes.core import sentence_scoring

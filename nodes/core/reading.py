@@ -84,6 +84,7 @@ SECOND_SHARE = 0.9  # a second passage (elsewhere) when its best sentence scores
 PREFILTER = 4  # candidate sentences scored by meaning (the rest by words only)
 MAX_CHUNKS = 5  # evidence chunks read
 LONG_SENTENCE = 60  # (book passages) a longer sentence's score is scaled by LONG_SENTENCE / its words
+TITLE_CONTEXT = True  # a sentence is read under its chapter's title (the question's words the title holds)
 MARGIN = 600  # characters of chapter text read around the chunks (whole first / previous sentences)
 
 
@@ -236,7 +237,8 @@ def _unit_scores(
     ``PREFILTER`` best gain their meaning (cosine with the question, one batched encode). A unit holds
     at least one sentence of an evidence chunk (``ranks``) and two fit ``max_words``."""
     keys = [(w, i) for w, win in enumerate(windows) for i in range(len(win.texts))]
-    found_list, weight = found_terms(question, [windows[w].texts[i] for w, i in keys])
+    titles = [windows[w].chapter_title if TITLE_CONTEXT else "" for w, _ in keys]
+    found_list, weight = found_terms(question, [windows[w].texts[i] for w, i in keys], titles)
     found = dict(zip(keys, found_list, strict=True))
     kind = asked(question)
     qwords = frozenset(words(question))

@@ -385,16 +385,21 @@ def _lemma_stems(text: str) -> frozenset[str]:
     return frozenset(stem(_IRREGULAR.get(w, w)) for w in content_words(text))
 
 
-def found_terms(question: str, texts: Sequence[str]) -> tuple[list[frozenset[str]], dict[str, float]]:
+def found_terms(
+    question: str, texts: Sequence[str], contexts: Sequence[str] = ()
+) -> tuple[list[frozenset[str]], dict[str, float]]:
     """The question's content stems found in each text, and each stem's weight (summing to 1): its
-    rarity among ``texts`` (a stem in every text counts least), a stem of a name in the question double."""
+    rarity among ``texts`` (a stem in every text counts least), a stem of a name in the question double.
+    ``contexts`` (one per text, optional): what a text is read under, its chapter or section title; a
+    stem of the question in a text's context counts as found in the text ("Hans" in a sentence of the
+    chapter "Hans in Luck" that says only "he")."""
     terms = _lemma_stems(question)
     if not terms:
         return [frozenset() for _ in texts], {}
     names = frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
     found = []
-    for text in texts:
-        own = _lemma_stems(text)
+    for i, text in enumerate(texts):
+        own = _lemma_stems(text) | (_lemma_stems(contexts[i]) if i < len(contexts) else frozenset())
         extended = _extended(own)
         found.append(frozenset(t for t in terms if _matches(t, own, extended)))
     n = len(texts)

@@ -4,11 +4,11 @@ books' best articles that answer the question, and the Kiwix stage's one result.
 Passage (``_article_passage``): the best article's paragraphs, every section of it
 (``Article.sections``: prose without infoboxes, navboxes, link lists, references, hatnotes or captions,
 see ``nodes/backends/html_text.py``), are ranked against the question with the reader
-(``nodes/core/sentence_scoring.py``: ``relevance``, by the question's words first, then the best ``PARAGRAPH_POOL``
-again with the encoder when the graph has one; each paragraph and sentence is judged under its
-article's title and section, which it is about even when it does not repeat them); the best paragraph
-is split into sentences (``nodes/core/text.py``) and ``reading.passage`` picks the answer: the best sentence
-with the neighbours it needs, at most ``answer_max_words`` words. The article's opening paragraph (an
+(``nodes/core/sentence_scoring.py``: ``relevance``, by the question's words first, then the best
+``PARAGRAPH_POOL`` again with the encoder when the graph has one; each paragraph and sentence is judged
+under its article's title and section, which it is about even when it does not repeat them); the best
+paragraph is split into sentences (``nodes/core/text.py``) and ``reading.passage`` picks the answer: the best
+sentence with the neighbours it needs, at most ``answer_max_words`` words. The article's opening paragraph (an
 encyclopedia article's summary) is preferred: another paragraph answers only when its relevance beats
 the opening's by more than ``OPENING_MARGIN``, or when the question asks for a type of answer
 (``nodes/backends/answer_types.py``: "what year" a year, "how many" an amount, "which lake" a name ending in
@@ -183,7 +183,9 @@ def _sentence_passage(
     if opening:
         scores: Sequence[float] = [1.0] + [0.0] * (len(texts) - 1)
     else:
-        scores = sentence_scoring.relevance(question, [f"{context}\n{t}" if context else t for t in texts], encoder)
+        scores = sentence_scoring.relevance(
+            question, [f"{context}\n{t}" if context else t for t in texts], encoder
+        )
     return " ".join(texts[i] for i in reading.passage(texts, scores, max_words))
 
 
@@ -224,7 +226,9 @@ def _article_passage(question: str, article: Article, encoder: Any, max_words: i
         context = _in_context(article.title, title, "").strip()
         answer = (title, _sentence_passage(question, paragraph, encoder, max_words, context))
     if tables:
-        table_scores = sentence_scoring.relevance(question, [_in_context(article.title, t, x) for t, x in tables])
+        table_scores = sentence_scoring.relevance(
+            question, [_in_context(article.title, t, x) for t, x in tables]
+        )
         top = _best(table_scores)
         if table_scores[top] >= best_score + TABLE_MARGIN:
             title, table = tables[top]
