@@ -16,7 +16,9 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   ``Passage`` s of a book clause: sentences of the top ``MAX_CHUNKS`` evidence chunks, split over the
   chapter text around them (a chunk's cut-off first sentence is read whole; overlapping chunks give
   each sentence once, keyed by its chapter offsets). Units of one or two consecutive sentences
-  (``UNIT_SENTENCES``) are scored as one: the question's stems found in any of their sentences (two
+  (``UNIT_SENTENCES``) are scored as one: the question's stems found in any of their sentences, each
+  sentence read under its chapter title (``TITLE_CONTEXT``: "in Rumpelstiltskin" is found in that
+  story's sentences, which never name it; ``sentence_scoring.found_terms``'s contexts) (two
   sentences together cover a question that spreads over them, and the answer often follows the
   sentence that repeats the question), minus ``UNIT_PENALTY`` for the second sentence, plus the kind,
   minus ``RANK_PRIOR`` per retrieval rank of the chunk, a lone sentence over ``LONG_SENTENCE`` words
