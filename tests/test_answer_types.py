@@ -1,7 +1,7 @@
-"""Answer types (nodes/backends/answer_types.py) and the reader's use of them (nodes/core/reading.py)."""
+"""Answer types (nodes/backends/answer_types.py) and the reader's use of them (sentence_scoring.py)."""
 
 from folio.nodes.backends.answer_types import AnswerType, answer_type, type_cue
-from folio.nodes.core import reading
+from folio.nodes.core import sentence_scoring
 from folio.nodes.core.text import words
 
 
@@ -48,21 +48,21 @@ def test_reader_prefers_the_sentence_of_the_asked_type_among_equals():
     question = "Which lake does the dam impound?"
     texts = ["The dam is the tallest dam and it holds a lake.", "The dam impounds Lake Mead, a lake."]
     flat = _untyped_scores(question, texts)
-    typed = reading.relevance(question, texts)
-    assert reading.TYPE_WEIGHT > 0 and typed[1] > typed[0]
+    typed = sentence_scoring.relevance(question, texts)
+    assert sentence_scoring.TYPE_WEIGHT > 0 and typed[1] > typed[0]
     assert typed[1] - typed[0] > flat[1] - flat[0]
     untyped = "What did the dam hold?"  # no type asked: the scores are what they were
-    assert reading.relevance(untyped, texts) == _untyped_scores(untyped, texts)
+    assert sentence_scoring.relevance(untyped, texts) == _untyped_scores(untyped, texts)
 
 
 def _untyped_scores(question, texts):
     """The reader's scores without the answer-type cue."""
-    before = reading.TYPE_WEIGHT
+    before = sentence_scoring.TYPE_WEIGHT
     try:
-        reading.TYPE_WEIGHT = 0.0
-        return reading.relevance(question, texts)
+        sentence_scoring.TYPE_WEIGHT = 0.0
+        return sentence_scoring.relevance(question, texts)
     finally:
-        reading.TYPE_WEIGHT = before
+        sentence_scoring.TYPE_WEIGHT = before
 
 
 def test_kiwix_opening_paragraph_yields_to_one_holding_the_asked_type():

@@ -7,12 +7,14 @@ from pathlib import Path
 import pytest
 
 from folio.nodes.core import reading
-from folio.nodes.core.reading import (
+from folio.nodes.core.reading import passage, read_book
+from folio.nodes.core.sentence_scoring import (
     asked,
+    found_terms,
+    kind_cue,
     needs_previous,
-    passage,
-    read_book,
     relevance,
+    word_count,
     word_scores,
 )
 from folio.nodes.core.types import Hit
@@ -186,3 +188,46 @@ def test_no_hits_no_passages() -> None:
 
 def test_the_grimm_text_is_the_real_book() -> None:
     assert Path(GRIMM).is_file()
+
+
+def test_question_words_in_a_context_count_as_found_in_the_text() -> None:
+    question = "What did Hans carry home in Hans in Luck?"
+    texts = ["He carried a lump of gold.", "Hans carried a lump of gold."]
+    alone, _ = found_terms(question, texts)
+    titled, weight = found_terms(question, texts, ["HANS IN LUCK", ""])
+    assert "hans" not in alone[0] and "hans" in titled[0]
+    assert titled[0] >= alone[0] and titled[1] == alone[1]
+    assert sum(weight.values()) == pytest.approx(1.0)
+
+
+def _story_text(story: str) -> str:
+    """A Grimm story's text without its title line (the title is the chapter's, not a sentence)."""
+    return _grimm_story(story).split("\n", 1)[1]
+
+
+def _titled(chunk_id: str, story: str, rank_score: float) -> Hit:
+    return Hit("grimm", story, story, chunk_id, 0, 1500, rank_score, _story_text(story)[:1500])
+
+
+@pytest.mark.parametrize("title_context", [True, False])
+def test_a_sentence_is_read_under_its_chapter_title(
+    monkeypatch: pytest.MonkeyPatch, title_context: bool
+) -> None:
+    # the question names its story, whose text never does: read under the chapter title, the story's
+    # own sentence wins over a better-ranked story that holds more of the other words
+    hits = [_titled("c1", "THE FROG PRINCE", 2.0), _titled("c2", "RUMPELSTILTSKIN", 1.0)]
+    monkeypatch.setattr(reading, "TITLE_CONTEXT", title_context)
+    question = "Why did the king's daughter weep in Rumpelstiltskin?"
+    passages = read_book(question, hits, lambda b, c: _story_text(c), None, 60, 3)
+    first = passages[0].quotes[0]
+    assert (first.chapter_title == "RUMPELSTILTSKIN") == title_context
+    if title_context:
+        assert "miller's daughter" in passages[0].text
+
+
+def test_kind_cue_and_word_count() -> None:
+    assert kind_cue("how-many", "He had seven sons.", frozenset()) == 1.0
+    assert kind_cue("how-many", "He had sons.", frozenset()) == 0.0
+    assert kind_cue("who", "Then came Rumpelstiltskin.", frozenset()) == 1.0
+    assert kind_cue("who", "Then came Rumpelstiltskin.", frozenset(["rumpelstiltskin"])) == 0.0
+    assert word_count("  a lump  of gold ") == 4

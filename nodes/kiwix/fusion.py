@@ -4,11 +4,11 @@ books' best articles that answer the question, and the Kiwix stage's one result.
 Passage (``_article_passage``): the best article's paragraphs, every section of it
 (``Article.sections``: prose without infoboxes, navboxes, link lists, references, hatnotes or captions,
 see ``nodes/backends/html_text.py``), are ranked against the question with the reader
-(``nodes/core/reading.py``: ``relevance``, by the question's words first, then the best ``PARAGRAPH_POOL``
-again with the encoder when the graph has one; each paragraph and sentence is judged under its
-article's title and section, which it is about even when it does not repeat them); the best paragraph
-is split into sentences (``nodes/core/text.py``) and ``reading.passage`` picks the answer: the best sentence
-with the neighbours it needs, at most ``answer_max_words`` words. The article's opening paragraph (an
+(``nodes/core/sentence_scoring.py``: ``relevance``, by the question's words first, then the best
+``PARAGRAPH_POOL`` again with the encoder when the graph has one; each paragraph and sentence is judged
+under its article's title and section, which it is about even when it does not repeat them); the best
+paragraph is split into sentences (``nodes/core/text.py``) and ``reading.passage`` picks the answer: the best
+sentence with the neighbours it needs, at most ``answer_max_words`` words. The article's opening paragraph (an
 encyclopedia article's summary) is preferred: another paragraph answers only when its relevance beats
 the opening's by more than ``OPENING_MARGIN``, or when the question asks for a type of answer
 (``nodes/backends/answer_types.py``: "what year" a year, "how many" an amount, "which lake" a name ending in
@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from folio.nodes.backends.answer_types import answer_type, type_cue
-from folio.nodes.core import reading
+from folio.nodes.core import reading, sentence_scoring
 from folio.nodes.core.text import is_definitional, sentences, stems, truncate, words
 from folio.nodes.core.types import (
     Article,
@@ -138,14 +138,14 @@ def _ranked_paragraphs(
     paragraph), each judged under its article title and section. Words rank them all; with an encoder
     the ``PARAGRAPH_POOL`` best are ranked again by the reader with meaning."""
     texts = [_in_context(article, title, text) for title, text in units]
-    scores = reading.relevance(question, texts)
+    scores = sentence_scoring.relevance(question, texts)
     if encoder is None or len(texts) <= 1:
         best = _best(scores)
         best = 0 if _opening_answers(question, texts, scores, best) else best
         return best, scores[best]
     pool = sorted(range(len(texts)), key=lambda i: (-scores[i], i))[:PARAGRAPH_POOL]
     pool.sort()
-    again = reading.relevance(question, [texts[i] for i in pool], encoder)
+    again = sentence_scoring.relevance(question, [texts[i] for i in pool], encoder)
     best = _best(again)
     if pool[0] == 0 and _opening_answers(question, [texts[i] for i in pool], again, best):
         return 0, again[0]
@@ -183,7 +183,9 @@ def _sentence_passage(
     if opening:
         scores: Sequence[float] = [1.0] + [0.0] * (len(texts) - 1)
     else:
-        scores = reading.relevance(question, [f"{context}\n{t}" if context else t for t in texts], encoder)
+        scores = sentence_scoring.relevance(
+            question, [f"{context}\n{t}" if context else t for t in texts], encoder
+        )
     return " ".join(texts[i] for i in reading.passage(texts, scores, max_words))
 
 
@@ -197,7 +199,7 @@ def _table_passage(question: str, table: str, max_words: int) -> str:
     if len(rows) <= 1:
         return table
     header, body = rows[0], rows[1:]
-    scores = reading.relevance(question, body)
+    scores = sentence_scoring.relevance(question, body)
     best = max(scores)
     kept, words = [header], len(header.split())
     for row, score in zip(body, scores, strict=True):
@@ -224,7 +226,9 @@ def _article_passage(question: str, article: Article, encoder: Any, max_words: i
         context = _in_context(article.title, title, "").strip()
         answer = (title, _sentence_passage(question, paragraph, encoder, max_words, context))
     if tables:
-        table_scores = reading.relevance(question, [_in_context(article.title, t, x) for t, x in tables])
+        table_scores = sentence_scoring.relevance(
+            question, [_in_context(article.title, t, x) for t, x in tables]
+        )
         top = _best(table_scores)
         if table_scores[top] >= best_score + TABLE_MARGIN:
             title, table = tables[top]

@@ -1,0 +1,464 @@
+"""Sentence scoring: how well each text (a sentence, a unit of two, an article's paragraph) answers a
+question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/kiwix/fusion.py``) use it.
+
+- ``relevance(question, texts, encoder=None)``: one score per text, higher is better, in [0, 1]: by
+  meaning (cosine with the question, one batched ``encode`` when an encoder is given), by the question's
+  words (``word_scores``: light stems, inflections matched ("drop" / "dropped"), each weighted by how
+  rare it is among ``texts``, a name of the question counting double) and by its kind (``asked``: who /
+  when / where / why / how / how-many / what-is; a "when" question favours sentences with time words,
+  "why" ones with "because", "so that", ..., "who" ones with a name the question does not hold), and by
+  the type of answer it asks for (``backends/answer_types.py``, ``TYPE_WEIGHT``: "which lake" a name
+  ending in Lake, "what year" a year, "how many" an amount, "where" a named place); a question that asks
+  for no type scores as it did without this cue.
+- ``found_terms(question, texts)``: the question's stems each text holds and each stem's weight, the
+  base of ``word_scores`` and of the book reader's unit scores.
+- ``needs_previous(text)``: the sentence cannot be read alone (it opens with a pronoun, "He", "She",
+  "This", "Their", or in lower case, or closes a quotation it did not open).
+
+Config keys: none. Limitations: English cues; the kind cues are word lists, not a parser.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from folio.nodes.backends.answer_types import answer_type, type_cue
+from folio.nodes.core.text import content_words, fold, named_phrases, stem, words
+
+# --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
+MEANING_WEIGHT = 0.1
+WORDS_WEIGHT = 1.0
+KIND_WEIGHT = 0.05
+TYPE_WEIGHT = 0.1  # a text holding an answer of the asked type (``nodes/backends/answer_types.py``)
+
+
+_TIME = frozenset(
+    [
+        "morning",
+        "evening",
+        "night",
+        "nights",
+        "day",
+        "days",
+        "daybreak",
+        "dawn",
+        "dusk",
+        "noon",
+        "midnight",
+        "sunrise",
+        "sunset",
+        "year",
+        "years",
+        "month",
+        "months",
+        "week",
+        "weeks",
+        "hour",
+        "hours",
+        "minute",
+        "minutes",
+        "winter",
+        "summer",
+        "spring",
+        "autumn",
+        "once",
+        "twice",
+        "when",
+        "after",
+        "before",
+        "until",
+        "till",
+        "while",
+        "since",
+        "soon",
+        "later",
+        "last",
+        "first",
+        "o'clock",
+        "christmas",
+        "sunday",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "time",
+        "times",
+        "ago",
+        "yesterday",
+        "tomorrow",
+        "today",
+    ]
+)
+_PLACE = frozenset(
+    [
+        "in",
+        "into",
+        "at",
+        "on",
+        "under",
+        "behind",
+        "beside",
+        "near",
+        "inside",
+        "outside",
+        "upon",
+        "beneath",
+        "above",
+        "over",
+        "across",
+        "through",
+        "house",
+        "home",
+        "forest",
+        "wood",
+        "woods",
+        "castle",
+        "garden",
+        "field",
+        "fields",
+        "village",
+        "town",
+        "city",
+        "river",
+        "sea",
+        "well",
+        "room",
+        "kitchen",
+        "cellar",
+        "tree",
+        "hill",
+        "mountain",
+        "road",
+        "door",
+        "window",
+        "palace",
+        "church",
+    ]
+)
+_REASON = frozenset(
+    ["because", "since", "so", "for", "therefore", "reason", "order", "wanted", "wished", "afraid"]
+)
+_MANNER = frozenset(["by", "with", "through", "using", "means", "way"])
+_NUMBER = frozenset(
+    [
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "hundred",
+        "thousand",
+        "many",
+        "several",
+    ]
+)
+# irregular forms read as their base ("told" -> "tell", "mice" -> "mouse"): a question asks "What did
+# the king send?" of a text that says "the king sent"; each line is a base word and its forms
+_IRREGULAR_TEXT = """
+    arise arose arisen
+    awake awoke awoken
+    bear bore borne born
+    beat beaten
+    become became
+    begin began begun
+    bend bent
+    bid bade
+    bind bound
+    bite bit bitten
+    bleed bled
+    blow blew blown
+    break broke broken
+    breed bred
+    bring brought
+    build built
+    burn burnt
+    buy bought
+    catch caught
+    choose chose chosen
+    cling clung
+    come came
+    creep crept
+    deal dealt
+    dig dug
+    draw drew drawn
+    dream dreamt
+    drink drank drunk
+    drive drove driven
+    dwell dwelt
+    eat ate eaten
+    fall fell fallen
+    feed fed
+    feel felt
+    fight fought
+    find found
+    flee fled
+    fling flung
+    fly flew flown
+    forbid forbade forbidden
+    forget forgot forgotten
+    forgive forgave forgiven
+    freeze froze frozen
+    get got gotten
+    give gave given
+    go went gone
+    grow grew grown
+    hang hung
+    hear heard
+    hide hid hidden
+    hold held
+    keep kept
+    kneel knelt
+    know knew known
+    lay laid
+    lead led
+    leap leapt
+    leave left
+    lend lent
+    lie lain
+    light lit
+    lose lost
+    make made
+    mean meant
+    meet met
+    pay paid
+    ride rode ridden
+    ring rang rung
+    rise rose risen
+    run ran
+    say said
+    see saw seen
+    seek sought
+    sell sold
+    send sent
+    shake shook shaken
+    shine shone
+    shoot shot
+    shrink shrank shrunk
+    sing sang sung
+    sink sank sunk
+    sit sat
+    slay slew slain
+    sleep slept
+    slide slid
+    sling slung
+    speak spoke spoken
+    spend spent
+    spin spun
+    spring sprang sprung
+    stand stood
+    steal stole stolen
+    stick stuck
+    sting stung
+    stride strode
+    strike struck stricken
+    string strung
+    strive strove striven
+    swear swore sworn
+    sweep swept
+    swell swollen
+    swim swam swum
+    swing swung
+    take took taken
+    teach taught
+    tear tore torn
+    tell told
+    think thought
+    throw threw thrown
+    tread trod trodden
+    understand understood
+    wake woke woken
+    wear wore worn
+    weave wove woven
+    weep wept
+    win won
+    wring wrung
+    write wrote written
+    child children
+    man men
+    woman women
+    mouse mice
+    goose geese
+    foot feet
+    tooth teeth
+"""
+_IRREGULAR = {
+    form: line.split()[0] for line in _IRREGULAR_TEXT.strip().splitlines() for form in line.split()[1:]
+}
+
+_DEFINITION = re.compile(r"\b(?:is|was|are|were|means|meant|called|named)\b", re.IGNORECASE)
+_WHY = re.compile(
+    r"\b(?:because|so that|in order to|for fear|that (?:he|she|they|it|we|i) (?:might|could))\b"
+)
+_DEPENDENT = re.compile(
+    r"""^[\"'“‘(]*(?:he|she|it|they|them|him|her|his|its|their|this|these|those|such|the\ latter|
+    the\ former|both)\b""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_OPENING_QUOTES = "“‘"
+_CLOSING_QUOTES = "”’"
+
+
+def asked(question: str) -> str:
+    """What kind of answer the question asks for: who / when / where / why / how-many / how / what-is /
+    other ("Why did the two decide to leave?" -> "why")."""
+    ws = words(question)
+    if not ws:
+        return "other"
+    for i, w in enumerate(ws[:4]):  # "And why...", "In what year..." stay simple: the first wh-word
+        if w in ("who", "whom", "whose"):
+            return "who"
+        if w == "when" or (w == "what" and i + 1 < len(ws) and ws[i + 1] in ("year", "time", "day")):
+            return "when"
+        if w == "where":
+            return "where"
+        if w == "why":
+            return "why"
+        if w == "how":
+            return "how-many" if i + 1 < len(ws) and ws[i + 1] in ("many", "much", "old", "long") else "how"
+        if w == "what" and i + 1 < len(ws) and ws[i + 1] in ("is", "are", "was", "were", "does"):
+            return "what-is"
+    return "other"
+
+
+def kind_cue(kind: str, text: str, question_words: frozenset[str]) -> float:
+    """1 when the text has what a ``kind`` answer is made of (0 otherwise; 0.5 for a weak cue)."""
+    ws = words(text)
+    if kind == "who":
+        caps = [t for t in re.findall(r"\b[A-Z][a-z]+", text)[1:] if fold(t) not in question_words]
+        return 1.0 if caps else 0.0
+    if kind == "when":
+        return 1.0 if any(w in _TIME or w.isdigit() for w in ws) else 0.0
+    if kind == "where":
+        return 0.5 if any(w in _PLACE for w in ws) else 0.0
+    if kind == "why":
+        return 1.0 if _WHY.search(fold(text)) else 0.5 if any(w in _REASON for w in ws) else 0.0
+    if kind == "how":
+        return 0.5 if any(w in _MANNER for w in ws) else 0.0
+    if kind == "how-many":
+        return 1.0 if any(w in _NUMBER or w.isdigit() for w in ws) else 0.0
+    if kind == "what-is":
+        return 0.5 if _DEFINITION.search(text) else 0.0
+    return 0.0
+
+
+def _extended(text_stems: frozenset[str]) -> frozenset[str]:
+    """The stems of a text and what they shorten to by one or two letters (four letters at least)."""
+    return text_stems | frozenset(s[:-k] for s in text_stems for k in (1, 2) if len(s) - k >= 4)
+
+
+def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) -> bool:
+    """A question stem is in a text: the same stem, or one of at least four letters that the other
+    extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide")."""
+    if term in extended:
+        return True
+    return any(len(term) - k >= 4 and term[:-k] in text_stems for k in (1, 2))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _lemma_stems(text: str) -> frozenset[str]:
+    """The stems of a text's content words, irregular forms read as their base ("sent" -> "send")."""
+    return frozenset(stem(_IRREGULAR.get(w, w)) for w in content_words(text))
+
+
+def found_terms(
+    question: str, texts: Sequence[str], contexts: Sequence[str] = ()
+) -> tuple[list[frozenset[str]], dict[str, float]]:
+    """The question's content stems found in each text, and each stem's weight (summing to 1): its
+    rarity among ``texts`` (a stem in every text counts least), a stem of a name in the question double.
+    ``contexts`` (one per text, optional): what a text is read under, its chapter or section title; a
+    stem of the question in a text's context counts as found in the text ("Hans" in a sentence of the
+    chapter "Hans in Luck" that says only "he")."""
+    terms = _lemma_stems(question)
+    if not terms:
+        return [frozenset() for _ in texts], {}
+    names = frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
+    found = []
+    for i, text in enumerate(texts):
+        own = _lemma_stems(text) | (_lemma_stems(contexts[i]) if i < len(contexts) else frozenset())
+        extended = _extended(own)
+        found.append(frozenset(t for t in terms if _matches(t, own, extended)))
+    n = len(texts)
+    weight = {
+        t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found))) * (2.0 if t in names else 1.0)
+        for t in terms
+    }
+    total = sum(weight.values())
+    return found, {t: w / total for t, w in weight.items()}
+
+
+def word_scores(question: str, texts: Sequence[str]) -> tuple[float, ...]:
+    """Share of the question's content stems in each text, each stem weighted by its rarity among
+    ``texts`` (a stem in every text counts least) and a stem of a name in the question counting double."""
+    if not texts:
+        return ()
+    found, weight = found_terms(question, texts)
+    return tuple(sum(weight[t] for t in f) for f in found)
+
+
+def relevance(question: str, texts: Sequence[str], encoder: Any = None) -> tuple[float, ...]:
+    """One relevance score in [0, 1] per text: meaning (with an encoder), words and the question's kind."""
+    if not texts:
+        return ()
+    by_words = word_scores(question, texts)
+    kind = asked(question)
+    qwords = frozenset(words(question))
+    typed = answer_type(question)
+    by_kind = [
+        KIND_WEIGHT * kind_cue(kind, t, qwords) + TYPE_WEIGHT * type_cue(typed, t, qwords) for t in texts
+    ]
+    cue_weight = KIND_WEIGHT + (TYPE_WEIGHT if typed.kind else 0.0)  # no type asked: scores as before
+    if encoder is None:
+        total = WORDS_WEIGHT + cue_weight
+        return tuple((WORDS_WEIGHT * w + k) / total for w, k in zip(by_words, by_kind, strict=True))
+    vectors = encoder.encode([getattr(encoder, "query_prefix", "") + question, *texts])
+    cosines = [max(0.0, float(v @ vectors[0])) for v in vectors[1:]]
+    total = MEANING_WEIGHT + WORDS_WEIGHT + cue_weight
+    return tuple(
+        (MEANING_WEIGHT * c + WORDS_WEIGHT * w + k) / total
+        for c, w, k in zip(cosines, by_words, by_kind, strict=True)
+    )
+
+
+def needs_previous(text: str) -> bool:
+    """The sentence cannot be read alone: it opens with a pronoun or connective ("He", "But", "Then"),
+    in lower case, or closes a quotation it did not open."""
+    stripped = text.lstrip()
+    if not stripped:
+        return False
+    if stripped[0].islower() or stripped[0] in ",;:—-)":
+        return True
+    opened = sum(stripped.count(q) for q in _OPENING_QUOTES)
+    closed = sum(stripped.count(q) for q in _CLOSING_QUOTES if q == "”")
+    if closed > opened and "”" in stripped:
+        return True
+    return bool(_DEPENDENT.match(stripped))
+
+
+def word_count(text: str) -> int:
+    """Words of a text, split on whitespace."""
+    return len(text.split())
