@@ -8,7 +8,7 @@ from folio.nodes.core.types import Answer, Citation
 from folio.nodes.readers.common import location_text
 
 if TYPE_CHECKING:
-    from folio.nodes.core.types import KiwixResult
+    from folio.nodes.core.kiwix_types import KiwixResult
 
 
 def _citation_line(n: int, c: Citation) -> str:

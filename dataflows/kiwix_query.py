@@ -32,7 +32,8 @@ from hamilton import driver
 from folio.dataflows.asking import query_driver
 from folio.dataflows.config import load_config
 from folio.dataflows.registry import settings_inputs
-from folio.nodes.core.types import FolioError, KiwixResult
+from folio.nodes.core.kiwix_types import KiwixResult
+from folio.nodes.core.types import FolioError
 
 __all__ = ["KiwixResult", "kiwix_answer", "kiwix_backend", "kiwix_config", "kiwix_driver", "run_kiwix_driver"]
 

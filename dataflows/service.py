@@ -56,8 +56,9 @@ from folio.dataflows.summarizing import summarizer_for
 from folio.nodes.backends.book_tools import BookTools, Session, ToolBudget
 from folio.nodes.backends.progress import Progress
 from folio.nodes.backends.workers import limit_torch_threads
+from folio.nodes.core.kiwix_types import Article
 from folio.nodes.core.ranking import HitFusion
-from folio.nodes.core.types import Article, ConceptMap, FolioError
+from folio.nodes.core.types import ConceptMap, FolioError
 
 MAX_QUESTION_CHARS = 2_000  # a question or query longer than this is refused
 MAX_K = 100  # the most hits one search returns

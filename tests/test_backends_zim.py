@@ -14,7 +14,8 @@ from libzim.suggestion import SuggestionSearcher
 from folio.nodes.backends import KiwixBackend
 from folio.nodes.backends.html_text import EXCERPT_CHARS
 from folio.nodes.backends.zim import ZimBackend, book_name, title_prefix_paths
-from folio.nodes.core.types import Candidate, FolioError
+from folio.nodes.core.kiwix_types import Candidate
+from folio.nodes.core.types import FolioError
 from tests.conftest import DATA_DIR
 
 ZIM_DIR = DATA_DIR / "zim"

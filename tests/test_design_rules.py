@@ -9,8 +9,9 @@ from folio.nodes.backends.book_tools import ToolBudget
 from folio.nodes.backends.summaries import extractive_summary
 from folio.nodes.backends.zim import ZimBackend
 from folio.nodes.core.concept_names import entity_drafts as _entity_drafts
+from folio.nodes.core.kiwix_types import Candidate, ScoredCandidate
 from folio.nodes.core.text import sentences
-from folio.nodes.core.types import Candidate, Citation, RouteDecision, ScoredCandidate, SourceResult
+from folio.nodes.core.types import Citation, RouteDecision, SourceResult
 from folio.nodes.ingest.parsing import parsed_book
 from folio.nodes.kiwix.fusion import kiwix_context
 from folio.nodes.query.answering import NOT_FROM_BOOKS, answer

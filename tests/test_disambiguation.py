@@ -14,7 +14,7 @@ from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_answer
 from folio.nodes.backends.llm import OpenAIChatClient
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.core.types import KiwixBook, KiwixCatalog
+from folio.nodes.core.kiwix_types import KiwixBook, KiwixCatalog
 from folio.nodes.kiwix.disambiguation import (
     CACHE_KEY_PREFIX,
     _contains_whole_word,

@@ -3,7 +3,7 @@ it holds the question's subject, and a refusal says what was searched where."""
 
 from __future__ import annotations
 
-from folio.nodes.core.types import ContextSection, KiwixContext, KiwixResult
+from folio.nodes.core.kiwix_types import ContextSection, KiwixContext, KiwixResult
 from folio.nodes.query.source_fusion import _kiwix_source_results
 
 WIKI = "wikipedia_en_100_mini_2022-10"

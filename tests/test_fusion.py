@@ -8,15 +8,9 @@ from pathlib import Path
 import pytest
 
 from folio.nodes.backends.zim import ZimBackend
+from folio.nodes.core.kiwix_types import Article, ArticleSection, Candidate, ContextSection, ScoredCandidate
 from folio.nodes.core.text import truncate
-from folio.nodes.core.types import (
-    Article,
-    ArticleSection,
-    Candidate,
-    ContextSection,
-    FolioError,
-    ScoredCandidate,
-)
+from folio.nodes.core.types import FolioError
 from folio.nodes.kiwix.fusion import (
     _article_passage,
     _best_per_source,

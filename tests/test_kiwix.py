@@ -13,8 +13,9 @@ from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_backend, kiwix_config, kiwix_driver
 from folio.dataflows.registry import settings_inputs
 from folio.nodes.backends.zim import ZimBackend
+from folio.nodes.core.kiwix_types import Candidate, KiwixBook
 from folio.nodes.core.text import named_phrases
-from folio.nodes.core.types import Candidate, FolioError, KiwixBook
+from folio.nodes.core.types import FolioError
 from folio.nodes.kiwix.candidates import (
     FULL_QUERY_MIN_HITS,
     _best_passage,

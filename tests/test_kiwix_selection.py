@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.kiwix_query import kiwix_answer
+from folio.nodes.core.kiwix_types import Candidate, KiwixBook, KiwixCatalog
 from folio.nodes.core.ranking import rank_candidates
-from folio.nodes.core.types import Candidate, KiwixBook, KiwixCatalog
 from folio.nodes.kiwix.candidates import _catalogue_choice, _clean_terms, searched_books
 from tests.conftest import ZIMS
 

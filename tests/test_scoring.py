@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from folio.nodes.core import ranking as scores
+from folio.nodes.core.kiwix_types import Candidate
 from folio.nodes.core.ranking import _score, rank_candidates
 from folio.nodes.core.text import is_definitional, plural_stem
-from folio.nodes.core.types import Candidate
 from folio.nodes.kiwix.scoring import scored_candidates
 from tests.conftest import ZIMS
 

@@ -20,7 +20,6 @@ PACKAGES = ("nodes", "dataflows")
 # Over the limit today, with their size at most (lines).
 KNOWN_MODULES = {
     "nodes/query/answering.py": 610,
-    "nodes/core/types.py": 746,
 }
 KNOWN_FUNCTIONS: dict[str, int] = {}
 

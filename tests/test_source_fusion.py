@@ -12,16 +12,8 @@ from hypothesis import strategies as st
 
 from folio.nodes.backends.book_tools import PendingJobs, shared_pool
 from folio.nodes.backends.searxng import SearxngSource
-from folio.nodes.core.types import (
-    Citation,
-    ContextSection,
-    Deadline,
-    FolioError,
-    KiwixContext,
-    KiwixResult,
-    RouteDecision,
-    SourceResult,
-)
+from folio.nodes.core.kiwix_types import ContextSection, KiwixContext, KiwixResult
+from folio.nodes.core.types import Citation, Deadline, FolioError, RouteDecision, SourceResult
 from folio.nodes.query.source_fusion import (
     NO_RESULTS,
     _dedupe,

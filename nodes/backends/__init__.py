@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from folio.nodes.core.types import Article, Candidate, KiwixBook
+from folio.nodes.core.kiwix_types import Article, Candidate, KiwixBook
 
 
 @runtime_checkable

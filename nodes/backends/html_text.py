@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import lxml.etree
 import lxml.html
 
+from folio.nodes.core.kiwix_types import ArticleSection
 from folio.nodes.core.text import plural_stem, word_spans
-from folio.nodes.core.types import ArticleSection
 
 EXCERPT_CHARS = 300
 

@@ -41,7 +41,8 @@ import lxml.etree
 from folio.nodes.backends import mentions_wikipedia
 from folio.nodes.backends.deadlines import deadline_client, deadline_scope
 from folio.nodes.backends.html_text import PageText, clean_title, excerpt, page_text
-from folio.nodes.core.types import Article, Candidate, Deadline, FolioError, KiwixBook
+from folio.nodes.core.kiwix_types import Article, Candidate, KiwixBook
+from folio.nodes.core.types import Deadline, FolioError
 
 MAX_REDIRECTS = 10
 MAX_PAGE_LENGTH = 140  # kiwix-serve caps a search page at 140 results

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from folio.nodes.backends import mentions_wikipedia
 from folio.nodes.backends.html_text import PageText, clean_title, excerpt, page_text
-from folio.nodes.core.types import Article, Candidate, FolioError, KiwixBook
+from folio.nodes.core.kiwix_types import Article, Candidate, KiwixBook
+from folio.nodes.core.types import FolioError
 
 if TYPE_CHECKING:
     from libzim.reader import Archive, Entry

@@ -57,6 +57,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from folio.nodes.backends.book_store import scopes
+from folio.nodes.core.kiwix_types import Candidate, ScoredCandidate
 from folio.nodes.core.text import (
     base_word,
     base_words,
@@ -69,7 +70,7 @@ from folio.nodes.core.text import (
     strip_html,
     tokens,
 )
-from folio.nodes.core.types import Candidate, Hit, ScoredCandidate
+from folio.nodes.core.types import Hit
 
 EXACT_TITLE = 20.0
 

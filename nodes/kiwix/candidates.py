@@ -70,6 +70,7 @@ from typing import Any
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.html_text import best_passage as _best_passage  # kept here for its tests
+from folio.nodes.core.kiwix_types import BookSearch, Candidate, KiwixBook, KiwixCatalog
 from folio.nodes.core.ranking import rank_candidates
 from folio.nodes.core.text import (
     QUESTION_STOPWORDS,
@@ -78,7 +79,7 @@ from folio.nodes.core.text import (
     strip_possessives,
     words,
 )
-from folio.nodes.core.types import BookSearch, Candidate, FolioError, KiwixBook, KiwixCatalog
+from folio.nodes.core.types import FolioError
 
 logger = logging.getLogger(__name__)
 

@@ -33,8 +33,9 @@ from typing import Any
 
 from hamilton.function_modifiers import config
 
+from folio.nodes.core.kiwix_types import Candidate, KiwixBook, KiwixCatalog
 from folio.nodes.core.text import is_definitional
-from folio.nodes.core.types import Candidate, FolioError, KiwixBook, KiwixCatalog
+from folio.nodes.core.types import FolioError
 
 logger = logging.getLogger(__name__)
 

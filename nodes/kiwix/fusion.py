@@ -48,17 +48,17 @@ from typing import Any
 
 from folio.nodes.backends.answer_types import answer_type, type_cue
 from folio.nodes.core import reading, sentence_scoring
-from folio.nodes.core.text import is_definitional, sentences, stems, truncate, words
-from folio.nodes.core.types import (
+from folio.nodes.core.kiwix_types import (
     Article,
     ArticleSection,
     ContextSection,
-    FolioError,
     KiwixBook,
     KiwixContext,
     KiwixResult,
     ScoredCandidate,
 )
+from folio.nodes.core.text import is_definitional, sentences, stems, truncate, words
+from folio.nodes.core.types import FolioError
 
 PARAGRAPH_POOL = 8  # paragraphs ranked by words first; these best ones again with the encoder
 OPENING_MARGIN = 0.15  # the article's opening paragraph (its summary) answers unless another beats it by this

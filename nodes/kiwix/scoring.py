@@ -12,8 +12,8 @@ synonyms are invisible.
 
 from __future__ import annotations
 
+from folio.nodes.core.kiwix_types import Candidate, ScoredCandidate
 from folio.nodes.core.ranking import rank_candidates
-from folio.nodes.core.types import Candidate, ScoredCandidate
 
 
 def scored_candidates(

@@ -87,19 +87,11 @@ from hamilton.function_modifiers import config, hamilton_exclude
 from folio.nodes.backends.book_tools import PendingJobs, shared_pool
 from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.backends.searxng import SearxngSource
+from folio.nodes.core.kiwix_types import KiwixCatalog, KiwixResult
 from folio.nodes.core.ranking import missing_names, name_phrases, names_in
 from folio.nodes.core.text import sentences as _sentence_spans
 from folio.nodes.core.text import stems, truncate
-from folio.nodes.core.types import (
-    NO_RESULTS,
-    Citation,
-    FolioError,
-    FusedContext,
-    KiwixCatalog,
-    KiwixResult,
-    RouteDecision,
-    SourceResult,
-)
+from folio.nodes.core.types import NO_RESULTS, Citation, FolioError, FusedContext, RouteDecision, SourceResult
 
 DEFAULT_SOURCES = ("book", "kiwix", "web", "news")  # configs/default.yaml's ``sources``
 
