@@ -19,7 +19,6 @@ PACKAGES = ("nodes", "dataflows")
 
 # Over the limit today, with their size at most (lines).
 KNOWN_MODULES = {
-    "nodes/query/answering.py": 610,
     "nodes/backends/library_index.py": 1215,
     "nodes/backends/book_tools.py": 759,
     "nodes/ingest/concepts.py": 794,
