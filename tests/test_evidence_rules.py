@@ -50,7 +50,7 @@ def test_someones_thing_is_refused_after_a_title_of_address(fairytale_library) -
 
 def test_the_relation_rule_reads_who_is_whose_in_the_books_own_words(data_dir) -> None:
     text = (data_dir / ALICE_TXT).read_text(encoding="utf-8")
-    said = next(p for p in text.split("\n\n") if "our cat" in p)  # "Dinah’s our cat. ..."
+    said = next(p for p in text.split("\n\n") if "Dinah’s our cat" in p)
     assert asked_relation("What was the name of Alice's cat?") == ("Alice", "cat")
     assert holds_relation("Alice", "cat", [said + " said Alice"])
     assert not holds_relation("Alice", "dog", [said + " said Alice"])
@@ -84,9 +84,9 @@ def test_a_whole_book_question_is_answered_from_its_chapters_citing_them(fairyta
     answer = _ask("Which stories in Household Stories are about a wolf?", fairytale_library)
     assert "Whole-book question: answered from the synopsis and chapter summaries" in answer.notes
     first, *rest = answer.answer.splitlines()
-    assert first.startswith("Household Stories by the Brothers Grimm") and "Main characters:" in first
+    assert first.startswith("Household Stories by the Brothers Grimm")
     chapters = {c.chapter_title for c in answer.citations}
-    assert len(chapters) >= 2 and any("RED-CAP" in t.upper() for t in chapters)
+    assert len(chapters) >= 2 and any("WOLF" in t.upper() or "RED CAP" in t.upper() for t in chapters)
     assert all(re.search(r"\bwol(f|ves)\b", c.quote or "", re.IGNORECASE) for c in answer.citations)
     assert all(f"[{i}]" in " ".join(rest) for i in range(1, len(answer.citations) + 1))
 
@@ -98,6 +98,8 @@ def test_a_whole_book_citation_resolves_to_the_books_own_text(fairytale_library)
     assert answer.citations and "Whole-book question: answered from the synopsis and chapter summaries" in (
         answer.notes
     )
+    first = answer.answer.splitlines()[0]
+    assert first.startswith("The Great Big Treasury of Beatrix Potter by Beatrix Potter. Main characters:")
     lib = resolve_library(fairytale_library)
     for c in answer.citations:
         store = lib.store(c.book_id)
@@ -113,3 +115,16 @@ WHOLE_ELSEWHERE = ["What is Dracula about?", "What are the main themes of Les Mi
 def test_a_whole_book_question_about_a_book_elsewhere_is_refused(fairytale_library, question) -> None:
     answer = _ask(question, fairytale_library)
     assert answer.answer.startswith(NOT_FOUND) and not answer.citations
+
+
+def test_with_the_archives_a_clause_the_books_answer_stays_with_them(fairytale_library, data_dir) -> None:
+    """Routing by evidence: the router does not send this clause to the books alone (its name is no
+    book's name as spelled), yet the books hold the tale it names and answer it; before, a clause the
+    plan also sent to Kiwix was supported by the books only through another name, and was refused."""
+    from folio.dataflows.asking import ask
+
+    zims = sorted((data_dir / "zim").glob("*.zim"))
+    question = "What did the king's youngest daughter drop into the well in The Frog Prince?"
+    answer = ask(question, library=fairytale_library, zim_paths=zims, config={"llm": "none"})
+    assert not answer.answer.startswith(NOT_FOUND)
+    assert answer.citations and all(c.kind == "book" for c in answer.citations)

@@ -13,11 +13,12 @@ whatever sentence repeats the title. The overview is extractive, as the summarie
 - ``overview(question, book_line, characters, chapters, max_words)``: ``chapters`` are the book's
   ``(chapter_id, title, text, summary)`` in book order (``summary``: the chapter's stored summary, whose
   sentences are the chapter's own). With focus words, the chapters whose summary (else text) sentences
-  hold most of them, each giving that sentence; without, a central sentence of the chapters spread over
-  the book (first, last, the middle; "how does X end": the last chapter alone). The sentences
-  (``MIN_WORDS`` to ``MAX_WORDS`` words) are located in their chapter (offsets, so a citation resolves to
-  the book's text) and read in book order, at most ``max_words`` words with the synopsis line
-  (``Overview.lines``: the book and its main characters from the concept map).
+  hold most of them, the chapters saying them most first, each giving that sentence; without, a
+  central sentence of the chapters spread over the book (first, last, the middle; "how does X end":
+  the last chapter alone). The sentences (``MIN_WORDS`` to ``MAX_WORDS`` words) are located in their
+  chapter (offsets, so a citation resolves to the book's text) and read in book order, each after its
+  chapter's title, at most ``max_words`` words with the synopsis line (``Overview.lines``: the book, and
+  its main characters from the concept map when the question has no focus words or asks about them).
 
 Config keys: none (the caller passes ``answer_max_words``). Limitations: English patterns; an extractive
 overview quotes the book, it does not paraphrase, so themes are shown through sentences, not named; a
@@ -121,6 +122,11 @@ def _summary_sentence(text: str, summary: str, focus: frozenset[str]) -> tuple[i
     return best
 
 
+def _mentions(text: str, focus: frozenset[str]) -> int:
+    """How often the text says a focus word (its light stem as a word's start)."""
+    return sum(len(re.findall(rf"\b{re.escape(f)}", text, re.IGNORECASE)) for f in focus)
+
+
 def _spread(n: int, k: int) -> list[int]:
     """``k`` indices of ``range(n)`` spread over it: the first, the last, then the middle ones."""
     if k >= n:
@@ -139,27 +145,34 @@ def overview(
     max_words: int,
 ) -> Overview | None:
     """The whole-book answer of the module docstring; None when no chapter offers a sentence."""
-    lines = [f"{book_line}. Main characters: {', '.join(characters)}." if characters else f"{book_line}."]
-    budget = max_words - len(lines[0].split())
     focus = focus_words(question, book_line)
+    # the book's people answer an unfocused question ("what is it about") or one about its characters
+    with_characters = bool(characters) and (not focus or "character" in _question(question))
+    lines = [
+        f"{book_line}. Main characters: {', '.join(characters)}." if with_characters else f"{book_line}."
+    ]
+    budget = max_words - len(lines[0].split())
     found = [(i, _summary_sentence(text, summary, focus)) for i, (_, _, text, summary) in enumerate(chapters)]
     offered = [(i, s) for i, s in found if s is not None]
     if not offered:
         return None
-    if focus:
-        best = sorted(offered, key=lambda f: (-f[1][3], f[0]))[:FOCUSED]
-        picked = sorted(best)
+    if focus:  # the chapters most about the focus words (how often they say them), then book order
+        said = {i: _mentions(chapters[i][2], focus) for i, _ in offered}
+        ranked = sorted(offered, key=lambda f: (-f[1][3], -said[f[0]], f[0]))
     elif re.search(r"\bend$", _question(question)):
-        picked = offered[-1:]
+        ranked = offered[-1:]
     else:
-        picked = [offered[i] for i in _spread(len(offered), SPREAD)]
-    quotes: list[Quote] = []
-    for i, (start, end, said, score) in picked:
-        if len(said.split()) > budget:
-            continue
-        budget -= len(said.split())
-        chapter_id, title = chapters[i][0], chapters[i][1]
-        quotes.append(Quote(book_id, chapter_id, title, "", start, end, said, score))
+        ranked = [offered[i] for i in _spread(len(offered), SPREAD)]
+    picked: list[tuple[int, tuple[int, int, str, float]]] = []
+    for i, sentence in ranked:  # each that fits with its chapter's title, at most FOCUSED
+        cost = len(sentence[2].split()) + len(chapters[i][1].split())
+        if cost <= budget and len(picked) < FOCUSED:
+            budget -= cost
+            picked.append((i, sentence))
+    quotes = [
+        Quote(book_id, chapters[i][0], chapters[i][1], "", start, end, said_, score)
+        for i, (start, end, said_, score) in sorted(picked)
+    ]
     if not quotes:
         return None
     return Overview(tuple(lines), Passage(tuple(quotes), max(q.score for q in quotes)))

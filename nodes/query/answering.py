@@ -357,9 +357,10 @@ def _overview_result(
     passages: Sequence[Passage],
     catalog: Sequence[BookInfo],
 ) -> SourceResult:
-    """A whole-book clause's answer: the overview's synopsis lines, then its sentences, each cited."""
+    """A whole-book clause's answer: the overview's synopsis lines, then one line per sentence after its
+    chapter's title, each cited."""
     quotes = [q for p in passages for q in p.quotes]
-    text = " ".join(f"{q.text} [{i}]" for i, q in enumerate(quotes, 1))
+    text = "\n".join(f"{q.chapter_title}: {q.text} [{i}]" for i, q in enumerate(quotes, 1))
     notes = (*evidence.notes, "Whole-book question: answered from the synopsis and chapter summaries")
     citations = tuple(quote_citation(q) for q in quotes)
     return _book_result(route, "\n".join((*found.lines, text)), citations, catalog, notes)

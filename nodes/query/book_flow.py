@@ -27,7 +27,8 @@
    Sherlock Holmes's sister?") is insufficient, saying what was found and what was not; so is one
    asking for a kind of thing no passage mentions ("Which university did Alice attend?"). A clause with
    no name of its own pointing back with a pronoun to names the clause before it missed is insufficient.
-   A clause routed to other sources too is supported here only through such an alias.
+   A clause routed to other sources too is supported here only through such an alias, or when it has
+   names and sufficient evidence (the books hold what it names and answer it: routing by evidence).
 4. Optional chapter summaries (``answer_summaries: true``, ``llm: openai``) of the top two hits'
    chapters for the LLM answer's prompt, stored in the library; their notes are the answer's.
 
@@ -72,7 +73,7 @@ from folio.nodes.core.evidence import (
     unheld_kind,
     unheld_relation,
 )
-from folio.nodes.core.ranking import HitFusion, merge_ranked, missing_names, search_depth
+from folio.nodes.core.ranking import HitFusion, merge_ranked, missing_names, names_in, search_depth
 from folio.nodes.core.text import (
     fold,
     question_kind,
@@ -209,7 +210,8 @@ def _judged(
     question for someone's thing, or for a kind of thing ("which university") no passage names, is
     insufficient too (``nodes/core/evidence.py``).
     ``alias_only``: a clause routed to other sources too is supported only through a book's own name for
-    one of its names (else those sources answer it)."""
+    one of its names, or when it names what the books hold and their evidence is sufficient (the books
+    answer it well: routing by evidence); else those sources answer it."""
     clause = route.question
     notes = list(found.notes)
     titles = [str(v.descriptor.get("title", "")) for v in tools.stores.values()]
@@ -240,7 +242,7 @@ def _judged(
         )
         if unheld:
             notes.append(f"Not in the books searched: {unheld}")
-    if alias_only and not aliases:
+    if alias_only and not aliases and not (ok and names_in(clause)):
         ok = False
     relation = unheld_relation(clause, [h.text for h in found.hits[:k]]) if ok else None
     if relation is not None:
