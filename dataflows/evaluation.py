@@ -181,15 +181,21 @@ def _citation_readers(
     return cited_chunk, evidence_text
 
 
+def _with_kiwix(cfg: Mapping[str, Any]) -> bool:
+    """Whether the run's config names archives (``zim_paths`` or ``kiwix_url``): library questions are
+    then asked as ``folio ask --zim`` asks them, the router choosing between the books and Kiwix."""
+    return bool(cfg.get("zim_paths") or cfg.get("kiwix_url"))
+
+
 @contextlib.contextmanager
 def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str, Any]]:
     """The evaluation DAG's inputs for ``cfg`` over ``lib`` (Kiwix opened lazily, closed on exit).
 
-    The answerer runs the ask graph: for a book question over that book alone, without Kiwix
-    (``kiwix: none``); for a library question over every book, without Kiwix; for a Kiwix question as
-    ``folio ask --zim`` would, over every book of the library and the run's Kiwix backend (the router
-    sends it to Kiwix, or to the books and then Kiwix when they refuse). None asks the web
-    (``web_sources`` is empty).
+    The answerer runs the ask graph: for a book question over that book alone (``kiwix: none``); for a
+    library question over every book, with the run's Kiwix backend when the config names one (else
+    none); for a Kiwix question as ``folio ask --zim`` would, over every book and the run's Kiwix
+    backend (the router sends it to Kiwix, or to the books and then Kiwix when they refuse). None asks
+    the web (``web_sources`` is empty).
     """
 
     stores = stores_by_file(lib)
@@ -218,7 +224,7 @@ def evaluation_inputs(cfg: Mapping[str, Any], lib: Library) -> Iterator[dict[str
                 run_cfg = book_cfg
                 encoder, _ = query_encoder(cfg, lib)
                 book_stores, concept_maps = {store.book_id: store}, {store.book_id: maps[store.book_id]}
-            elif item.kind == "library":
+            elif item.kind == "library" and not _with_kiwix(cfg):
                 run_cfg = book_cfg
                 encoder, _ = query_encoder(cfg, lib)
                 book_stores, concept_maps = dict(by_id), dict(maps)

@@ -8,23 +8,25 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import ask
+from folio.nodes.core.citing import (
+    ANSWER_TOKENS_PER_WORD,
+    cited_answer,
+    echoes,
+    located_answer,
+    reply_text,
+    whole_sentences,
+)
 from folio.nodes.core.reading import Passage, Quote, read_book
 from folio.nodes.core.types import NO_RESULTS, Hit, SourceResult
 from folio.nodes.query.answering import (
     AGENT_UNCITED,
-    ANSWER_TOKENS_PER_WORD,
     LLM_ECHO,
     NOT_FOUND,
-    _cited,
-    _echoes,
     _extractive,
     _in_chunks,
     _invalid_tool_call,
-    _located,
     _not_found,
     _refusal,
-    _reply_text,
-    _whole_sentences,
 )
 from tests.servers import Reply, ScriptedLLMServer
 
@@ -84,17 +86,17 @@ def test_llm_markers_map_to_passages_in_order_of_use() -> None:
         return Passage((Quote("book", "ch", "Chapter", f"c{n}", n * 100, n * 100 + 5, f"text{n}", 1.0),), 1.0)
 
     passages = [one(1), one(2), one(3)]
-    text, citations = _cited("Peter lost his jacket [3], then ran [1][3]. Bogus [9].", passages)
+    text, citations = cited_answer("Peter lost his jacket [3], then ran [1][3]. Bogus [9].", passages)
     assert text == "Peter lost his jacket [1], then ran [2][1]. Bogus ."
     assert [(c.chunk_id, c.start, c.quote) for c in citations] == [("c3", 300, "text3"), ("c1", 100, "text1")]
-    assert _cited("No markers at all.", passages) is None
+    assert cited_answer("No markers at all.", passages) is None
 
 
 def test_agent_locations_must_be_chunks_a_tool_returned() -> None:
     seen = {"book/c2": hit("c2", "b")}
-    text, citations = _located("It was blue [book/c2] and big [book/c9].", seen)
+    text, citations = located_answer("It was blue [book/c2] and big [book/c9].", seen)
     assert text == "It was blue [1] and big ." and [c.chunk_id for c in citations] == ["c2"]
-    assert _located("Uncited claim [book/c9].", seen) is None
+    assert located_answer("Uncited claim [book/c9].", seen) is None
 
 
 def test_no_llm_answer_is_grounded_in_the_gold_chapter(fairytale_library: Path) -> None:
@@ -135,11 +137,11 @@ def test_llm_pipeline_answer_cites_the_excerpts_it_names(fairytale_library: Path
 
 
 def test_an_llm_answer_cut_at_its_bound_keeps_its_finished_sentences() -> None:
-    assert _whole_sentences('He ran home [1]. "Stop!" she cried [2]. Then the wolf') == (
+    assert whole_sentences('He ran home [1]. "Stop!" she cried [2]. Then the wolf') == (
         'He ran home [1]. "Stop!" she cried [2].'
     )
-    assert _whole_sentences("He ran. [1] And then") == "He ran. [1]"
-    assert _whole_sentences("no sentence ends here") == "no sentence ends here"
+    assert whole_sentences("He ran. [1] And then") == "He ran. [1]"
+    assert whole_sentences("no sentence ends here") == "no sentence ends here"
 
 
 def test_an_llm_answer_is_asked_for_the_answer_words_and_bounded(fairytale_library: Path) -> None:
@@ -161,8 +163,8 @@ def test_an_llm_answer_is_asked_for_the_answer_words_and_bounded(fairytale_libra
 
 
 def test_an_llm_answer_reads_as_text_without_html_entities() -> None:
-    assert _reply_text("&#34;Stop!&#34; she cried [1]. And", truncated=True) == '"Stop!" she cried [1].'
-    assert _reply_text("Tom &amp; Moppet [1]", truncated=False) == "Tom & Moppet [1]"
+    assert reply_text("&#34;Stop!&#34; she cried [1]. And", truncated=True) == '"Stop!" she cried [1].'
+    assert reply_text("Tom &amp; Moppet [1]", truncated=False) == "Tom & Moppet [1]"
 
 
 def test_an_llm_answer_that_echoes_its_instructions_is_not_an_answer(fairytale_library: Path) -> None:
@@ -180,7 +182,7 @@ def test_an_llm_answer_that_echoes_its_instructions_is_not_an_answer(fairytale_l
         )
     assert LLM_ECHO in answer.notes
     assert "camomile" in answer.answer.lower() and "square brackets" not in answer.answer
-    assert not _echoes("She gave him camomile tea [1], and put him to bed.", echo)
+    assert not echoes("She gave him camomile tea [1], and put him to bed.", echo)
 
 
 def test_an_llm_answer_carries_the_notes_of_its_chapter_summaries(

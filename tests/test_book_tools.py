@@ -12,6 +12,7 @@ import pytest
 from folio.dataflows.asking import _library
 from folio.nodes.backends.book_tools import BookTools, BudgetExceeded, Session, ToolBudget, WideningRefused
 from folio.nodes.backends.summaries import extractive_summary
+from folio.nodes.core.evidence import refers_back, scope_chapters, sufficient
 from folio.nodes.core.ranking import missing_names, names_in, one_edit
 from folio.nodes.core.text import question_kind
 from folio.nodes.core.types import (
@@ -29,9 +30,6 @@ from folio.nodes.query.book_flow import (
     _boosted,
     _judged,
     _names_carried,
-    _refers_back,
-    _scope,
-    _sufficient,
     _whole_book_evidence,
 )
 
@@ -145,8 +143,8 @@ def test_extractive_summary_keeps_central_sentences_in_order() -> None:
 def test_scope_uses_only_specific_concepts() -> None:
     narrow = ConceptMatch("entity", "e1", "Peter", 1.0, ("c1", "c2"))
     broad = ConceptMatch("entity", "e2", "Ahab", 1.0, tuple(f"x{i}" for i in range(24)))
-    assert _scope([("b", ConceptMatches("q", (narrow,), (), (), ()))], 8) == ("c1", "c2")
-    assert _scope([("b", ConceptMatches("q", (broad,), (), (), ()))], 8) is None
+    assert scope_chapters([("b", ConceptMatches("q", (narrow,), (), (), ()))], 8) == ("c1", "c2")
+    assert scope_chapters([("b", ConceptMatches("q", (broad,), (), (), ()))], 8) is None
 
 
 def test_a_wrong_scope_never_hides_the_best_hit_of_the_whole_book(potter) -> None:
@@ -171,6 +169,7 @@ class FakeTools:
 
     def __init__(self, texts: dict[str, list[str]], budget: int = 8) -> None:
         self.encoder = None  # no alias by meaning
+        self.stores: dict = {}  # no book titles
         self.texts = texts
         self.budget = ToolBudget(budget)
         self.queries: list[str] = []
@@ -291,20 +290,20 @@ def test_sufficient_needs_names_held_and_a_passage_like_the_question() -> None:
         "His mother put him to bed, and made some camomile tea; she gave a dose of it to Peter!", 0.6
     )
     question = "What did Peter's mother give him when he was ill?"
-    assert _sufficient(question, [peter], [peter], 0.8, 0.44)
+    assert sufficient(question, [peter], [peter], 0.8, 0.44)
     weak = _hit(peter.text, 0.40)
-    assert not _sufficient(question, [weak], [weak], 0.8, 0.44)  # neither similar enough nor 80% of the words
-    assert _sufficient("Who put Peter to bed?", [weak], [weak], 0.8, 0.44)  # every word there
-    assert not _sufficient("What did Jane Eyre give Peter?", [peter], [peter], 0.8, 0.44)  # a name not held
-    assert not _sufficient(question, [], [], 0.8, 0.44)  # nothing retrieved
+    assert not sufficient(question, [weak], [weak], 0.8, 0.44)  # neither similar enough nor 80% of the words
+    assert sufficient("Who put Peter to bed?", [weak], [weak], 0.8, 0.44)  # every word there
+    assert not sufficient("What did Jane Eyre give Peter?", [peter], [peter], 0.8, 0.44)  # a name not held
+    assert not sufficient(question, [], [], 0.8, 0.44)  # nothing retrieved
 
 
 def test_lexical_only_evidence_is_judged_by_words() -> None:
     peter = _hit(
         "His mother put him to bed, and made some camomile tea; she gave a dose of it to Peter!", 3.0
     )
-    assert _sufficient("What did Peter's mother give him?", [peter], [], 0.8, 0.44)
-    assert not _sufficient("What did Peter eat at the fair in town?", [peter], [], 0.8, 0.44)
+    assert sufficient("What did Peter's mother give him?", [peter], [], 0.8, 0.44)
+    assert not sufficient("What did Peter eat at the fair in town?", [peter], [], 0.8, 0.44)
 
 
 @pytest.mark.parametrize(
@@ -312,7 +311,7 @@ def test_lexical_only_evidence_is_judged_by_words() -> None:
     [("where is his castle", "his"), ("why did they leave", "they"), ("where is Oz", None), ("where", None)],
 )
 def test_a_clause_without_names_refers_back_by_its_pronoun(clause: str, pronoun: str | None) -> None:
-    assert _refers_back(clause) == pronoun
+    assert refers_back(clause) == pronoun
 
 
 def test_a_clause_pointing_back_to_missing_names_is_insufficient_too() -> None:

@@ -86,7 +86,12 @@ def test_kiwix_sets_split_by_article_and_answer_past_the_first_paragraph():
 
 
 def test_library_set_has_questions_to_refuse_and_to_answer():
-    rows = _lines("library27.jsonl")
+    dev, test = _lines("library27_dev.jsonl"), _lines("library27_test.jsonl")
+    rows = dev + test
     assert Counter(r["expect"] for r in rows) == {"refuse": 20, "answer": 20}
-    items = qa_items(str(QA_DIR / "library27.jsonl"))
-    assert all(i.kind == "library" for i in items)
+    assert len({r["id"] for r in rows}) == 40
+    for name in ("library27_dev.jsonl", "library27_test.jsonl"):
+        assert all(i.kind == "library" for i in qa_items(str(QA_DIR / name)))
+    # split by book as books27 is: every question to answer lies in a book of its half
+    for rows_, books in ((dev, "books27_dev.jsonl"), (test, "books27_test.jsonl")):
+        assert {r["book_file"] for r in rows_ if "book_file" in r} <= {r["book_file"] for r in _lines(books)}

@@ -18,9 +18,7 @@ FUNCTION_LINES = 80
 PACKAGES = ("nodes", "dataflows")
 
 # Over the limit today, with their size at most (lines).
-KNOWN_MODULES = {
-    "nodes/query/answering.py": 610,
-}
+KNOWN_MODULES: dict[str, int] = {}
 KNOWN_FUNCTIONS: dict[str, int] = {}
 
 

@@ -10,10 +10,11 @@
   chapter offsets, its text as ``quote``).
 - LLM (``llm: openai``, ``answer_mode: pipeline``): one chat call over the numbered passages (and any
   chapter summaries), asked for at most ``answer_max_words`` words and bounded to
-  ``ANSWER_TOKENS_PER_WORD`` tokens a word (a reply cut there keeps its finished sentences; HTML
-  entities a server's template put in are decoded); the answer's ``[n]`` markers map to the passages
-  (citation: the passage's span and text), renumbered in order of first use. An answer without a valid
-  marker, one that echoes its instructions, or a failed call gives the extractive answer and a note.
+  ``ANSWER_TOKENS_PER_WORD`` tokens a word (``nodes/core/citing.py``; a reply cut there keeps its
+  finished sentences; HTML entities a server's template put in are decoded); the answer's ``[n]``
+  markers map to the passages (citation: the passage's span and text), renumbered in order of first
+  use. An answer without a valid marker, one that echoes its instructions, or a failed call gives the
+  extractive answer and a note.
 - Agent (``answer_mode: agent``): the LLM calls the book tools through OpenAI tool calling, under the
   same budget and the pipeline's single escalation (one widening from chosen chapters to the whole
   books; a second is refused and the model reads why);
@@ -46,7 +47,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -55,8 +55,18 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends.book_tools import TOOL_SPECS, BookTools, BudgetExceeded, ToolBudget
 from folio.nodes.backends.llm import LLMError
+from folio.nodes.backends.summaries import synopsis_header
+from folio.nodes.core.citing import (
+    answer_messages,
+    answer_tokens,
+    cited_answer,
+    echoes,
+    located_answer,
+    quote_citation,
+    reply_text,
+)
 from folio.nodes.core.reading import Passage, Quote, answer_passages, read_book
-from folio.nodes.core.text import coverage, stems, words
+from folio.nodes.core.text import coverage, stems
 from folio.nodes.core.types import (
     NO_RESULTS,
     SEMANTIC_UNAVAILABLE,
@@ -70,51 +80,16 @@ from folio.nodes.core.types import (
     RouteDecision,
     SourceResult,
 )
+from folio.nodes.core.whole_book import Overview, is_whole_book, overview
 
 T = TypeVar("T")
 
 NOT_FOUND = "I could not find support for this in the books."
 AGENT_RESERVE = 2  # budget calls the agent leaves for the extractive fallback's two searches
 AGENT_UNCITED = "agent answer cited no retrieved excerpt: extractive answer given"
-# An LLM answer is asked for at most ``answer_max_words`` words, and its reply is bounded to this many
-# tokens a word (an English word is 1.3 tokens, a citation marker 3): a model that rambles stops there
-# (SmolLM2 once wrote 470 tokens, 10 s on 2 cores), and the unfinished sentence is dropped.
-ANSWER_TOKENS_PER_WORD = 3
-# An LLM answer that repeats this many consecutive words of its instructions is an echo (SmolLM2 answers
-# some questions with the system prompt, whose "like [1]" would otherwise pass as a citation).
-ECHO_WORDS = 6
 LLM_ECHO = "LLM answer repeated its instructions: extractive answer given"
-_SENTENCE_END = re.compile(r"""[.!?]["')\]]*(?:\s*\[\d+\])*""")
-_MARKER = re.compile(r"\[(\d+)\]")
-_LOCATION = re.compile(r"\[([^\[\]\s]+/[^\[\]\s]+)\]")
 
 # --- pure helpers ------------------------------------------------------------------------------------
-
-
-def _citation(hit: Hit) -> Citation:
-    return Citation("book", hit.book_id, hit.chapter_id, hit.chapter_title, hit.chunk_id, hit.start, hit.end)
-
-
-def _quote_citation(q: Any) -> Citation:
-    return Citation(
-        "book", q.book_id, q.chapter_id, q.chapter_title, q.chunk_id, q.start, q.end, quote=q.text
-    )
-
-
-def _passage_citation(p: Passage) -> Citation:
-    """One citation for a whole passage (an LLM excerpt): its span, the chunk of its best sentence."""
-    first, last = p.quotes[0], p.quotes[-1]
-    best = max(p.quotes, key=lambda q: q.score)
-    return Citation(
-        "book",
-        first.book_id,
-        first.chapter_id,
-        first.chapter_title,
-        best.chunk_id,
-        first.start,
-        last.end,
-        quote=p.text,
-    )
 
 
 def _extractive(passages: Sequence[Passage], max_words: int) -> tuple[str, tuple[Citation, ...]]:
@@ -124,7 +99,7 @@ def _extractive(passages: Sequence[Passage], max_words: int) -> tuple[str, tuple
     for p in answer_passages(passages, max_words):
         parts = []
         for q in p.quotes:
-            citations.append(_quote_citation(q))
+            citations.append(quote_citation(q))
             parts.append(f"{q.text} [{len(citations)}]")
         lines.append(" ".join(parts))
     return "\n".join(lines), tuple(citations)
@@ -187,6 +162,41 @@ def _in_chunks(
     return tuple(replace(p, quotes=tuple(held(q) for q in p.quotes)) for p in passages)
 
 
+def _whole_book(route: RouteDecision, tools: BookTools) -> str | None:
+    """The book a whole-book clause asks about: its one routed book, else the routed book whose title
+    shares most words with the clause (None: none shares one)."""
+    ids = [b for b in route.book_ids if b in tools.stores] or list(tools.stores)
+    if len(ids) == 1:
+        return ids[0]
+    asked = stems(route.question)
+    shared = {b: len(asked & stems(str(tools.stores[b].descriptor.get("title", "")))) for b in ids}
+    best = max(ids, key=lambda b: shared[b], default=None)
+    return best if best is not None and shared[best] > 0 else None
+
+
+def _overview(
+    route: RouteDecision, evidence: BookEvidence, tools: BookTools, max_words: int
+) -> Overview | None:
+    """A whole-book clause's overview from its book's synopsis line and chapter summaries
+    (``nodes/core/whole_book.py``); None for any other clause, or one naming what no book holds."""
+    if evidence.missing_names or not is_whole_book(route.question):
+        return None
+    book_id = _whole_book(route, tools)
+    if book_id is None:
+        return None
+    view, cmap = tools.stores[book_id], tools.concept_maps.get(book_id)
+    chapters = []
+    for c in view.descriptor.get("chapters", ()):
+        try:
+            summary = tools.summary_of(c["chapter_id"]).text
+        except Exception:  # a summary that cannot be made or read: the chapter's own sentences only
+            summary = ""
+        chapters.append((c["chapter_id"], c["title"], view.chapter_text(c["chapter_id"]), summary))
+    characters = [e.name for e in cmap.entities[:6]] if cmap is not None else []
+    line = synopsis_header(view.descriptor).rstrip(".")
+    return overview(route.question, book_id, line, characters, chapters, max_words)
+
+
 WHY_PREFIXES = ("Not in the books searched", "Found ")  # evidence notes a refusal says (what was (not) found)
 
 
@@ -199,85 +209,6 @@ def _not_found(searched: Sequence[str], why: Sequence[str] = ()) -> str:
 def _label(book_ids: Sequence[str], catalog: Sequence[BookInfo]) -> str:
     titles = {b.book_id: b.title for b in catalog}
     return " + ".join(titles.get(b, b) for b in book_ids)
-
-
-def _cited(content: str, passages: Sequence[Passage]) -> tuple[str, tuple[Citation, ...]] | None:
-    """The answer with its ``[n]`` markers renumbered in order of use; None when no marker is valid."""
-    order: dict[int, int] = {}
-    for m in _MARKER.finditer(content):
-        n = int(m.group(1))
-        if 1 <= n <= len(passages) and n not in order:
-            order[n] = len(order) + 1
-    if not order:
-        return None
-    text = _MARKER.sub(lambda m: f"[{order[int(m.group(1))]}]" if int(m.group(1)) in order else "", content)
-    return text.strip(), tuple(_passage_citation(passages[n - 1]) for n in order)
-
-
-def _located(content: str, seen: dict[str, Hit]) -> tuple[str, tuple[Citation, ...]] | None:
-    """An agent answer's ``[BOOK/CHUNK]`` markers as ``[n]`` over chunks a tool returned; None if none
-    valid."""
-    order: dict[str, int] = {}
-    for m in _LOCATION.finditer(content):
-        if m.group(1) in seen and m.group(1) not in order:
-            order[m.group(1)] = len(order) + 1
-    if not order:
-        return None
-    text = _LOCATION.sub(lambda m: f"[{order[m.group(1)]}]" if m.group(1) in order else "", content)
-    return text.strip(), tuple(_citation(seen[loc]) for loc in order)
-
-
-def _answer_tokens(llm_client: Any, max_words: int) -> int:
-    """The reply bound of an LLM answer: ``ANSWER_TOKENS_PER_WORD`` a word, never over the client's."""
-    bound = ANSWER_TOKENS_PER_WORD * max(1, max_words)
-    return min(bound, int(getattr(llm_client, "max_tokens", bound)))
-
-
-def _whole_sentences(content: str) -> str:
-    """A reply cut at its length bound, up to its last finished sentence (with that sentence's
-    markers); the reply as it is when no sentence finished."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(content)]
-    return content[: ends[-1]].rstrip() if ends else content
-
-
-def _echoes(content: str, instructions: str, n: int = ECHO_WORDS) -> bool:
-    """Whether ``content`` repeats ``n`` consecutive words of ``instructions``."""
-    said = words(instructions)
-    runs = {tuple(said[i : i + n]) for i in range(len(said) - n + 1)}
-    answer = words(content)
-    return any(tuple(answer[i : i + n]) in runs for i in range(len(answer) - n + 1))
-
-
-def _reply_text(content: str, truncated: bool) -> str:
-    """An LLM answer as a person reads it: HTML entities decoded (a server whose chat template escapes
-    the prompt gets them copied back: llama-cpp-python's ``&#34;``), cut to its last finished sentence
-    when the reply hit its length bound."""
-    text = html.unescape(content)
-    return _whole_sentences(text) if truncated else text
-
-
-def _excerpts(passages: Sequence[Passage]) -> str:
-    return "\n\n".join(
-        f"[{i}] ({p.quotes[0].chapter_title or p.quotes[0].chapter_id}) {p.text}"
-        for i, p in enumerate(passages, 1)
-    )
-
-
-def _answer_messages(
-    question: str, passages: Sequence[Passage], summaries: Sequence[ChapterSummary], max_words: int
-) -> list[dict[str, str]]:
-    context = _excerpts(passages)
-    if summaries:
-        context += "\n\nChapter summaries:\n" + "\n".join(f"- {s.text}" for s in summaries)
-    return [
-        {
-            "role": "system",
-            "content": f"Answer the question in at most {max_words} words, only from the numbered "
-            "excerpts. Put the excerpt number in square brackets, like [1], after every claim. If the "
-            "excerpts do not answer it, say so.",
-        },
-        {"role": "user", "content": f"Question: {question}\n\nExcerpts:\n{context}"},
-    ]
 
 
 def _agent_messages(question: str, catalog: Sequence[BookInfo]) -> list[dict[str, Any]]:
@@ -395,11 +326,11 @@ def _general_result(route: RouteDecision, llm_client: Any, max_words: int) -> So
     answer says that it is not from the books (a failed call is the source's error)."""
     try:
         reply = llm_client.chat(
-            _general_messages(route.question, max_words), max_tokens=_answer_tokens(llm_client, max_words)
+            _general_messages(route.question, max_words), max_tokens=answer_tokens(llm_client, max_words)
         )
     except LLMError as exc:
         return SourceResult("llm", "general knowledge", "", error=exc.reason, clause=route.question)
-    text = _reply_text(reply.content, reply.truncated).strip()
+    text = reply_text(reply.content, reply.truncated).strip()
     return SourceResult("llm", "general knowledge", f"{NOT_FROM_BOOKS} {text}", (), None, route.question)
 
 
@@ -417,6 +348,22 @@ def _extractive_result(
         return _book_result(route, _not_found(evidence.searched, why), (), catalog, all_notes)
     text, citations = _extractive(passages, max_words)
     return _book_result(route, _named(evidence, text), citations, catalog, all_notes)
+
+
+def _overview_result(
+    route: RouteDecision,
+    evidence: BookEvidence,
+    found: Overview,
+    passages: Sequence[Passage],
+    catalog: Sequence[BookInfo],
+) -> SourceResult:
+    """A whole-book clause's answer: the overview's synopsis lines, then one line per sentence after its
+    chapter's title, each cited."""
+    quotes = [q for p in passages for q in p.quotes]
+    text = "\n".join(f"{q.chapter_title}: {q.text} [{i}]" for i, q in enumerate(quotes, 1))
+    notes = (*evidence.notes, "Whole-book question: answered from the synopsis and chapter summaries")
+    citations = tuple(quote_citation(q) for q in quotes)
+    return _book_result(route, "\n".join((*found.lines, text)), citations, catalog, notes)
 
 
 def _named(evidence: BookEvidence, text: str) -> str:
@@ -461,18 +408,39 @@ def _route_name(routes: Sequence[RouteDecision]) -> str:
 
 
 @config.when(answer_mode="pipeline")
+def book_overviews__pipeline(
+    book_questions: tuple[RouteDecision, ...],
+    book_evidence: tuple[BookEvidence, ...],
+    book_tools: BookTools,
+    answer_max_words: int = 60,
+) -> tuple[Overview | None, ...]:
+    """Each whole-book clause ("what is the book about", "how does X change", "its themes") answered
+    from its book's synopsis line and chapter summaries, citing the chapters it quotes; None for every
+    other clause (the reader answers those)."""
+    return tuple(
+        _overview(r, ev, book_tools.for_books(r.book_ids), int(answer_max_words))
+        for r, ev in zip(book_questions, book_evidence, strict=True)
+    )
+
+
+@config.when(answer_mode="pipeline")
 def book_passages__pipeline(
     book_questions: tuple[RouteDecision, ...],
     book_evidence: tuple[BookEvidence, ...],
+    book_overviews: tuple[Overview | None, ...],
     book_stores: dict,
     encoder: Any,
     answer_max_words: int = 60,
     answer_max_citations: int = 5,
 ) -> tuple[tuple[Passage, ...], ...]:
-    """Each book clause's evidence read into ranked passages (none when the evidence is insufficient)."""
+    """Each book clause's evidence read into ranked passages (none when the evidence is insufficient);
+    a whole-book clause's passage is its overview's."""
+    chunks = _per_chapter(book_stores, lambda store, chapter_id: tuple(store.chunks_in([chapter_id])), ())
     return tuple(
-        _read(r.question, ev, book_stores, encoder, int(answer_max_words), int(answer_max_citations))
-        for r, ev in zip(book_questions, book_evidence, strict=True)
+        _in_chunks((o.passage,), chunks)
+        if o is not None
+        else _read(r.question, ev, book_stores, encoder, int(answer_max_words), int(answer_max_citations))
+        for r, ev, o in zip(book_questions, book_evidence, book_overviews, strict=True)
     )
 
 
@@ -481,13 +449,17 @@ def book_results__extractive(
     book_questions: tuple[RouteDecision, ...],
     book_evidence: tuple[BookEvidence, ...],
     book_passages: tuple[tuple[Passage, ...], ...],
+    book_overviews: tuple[Overview | None, ...],
     book_catalog: tuple[BookInfo, ...],
     answer_max_words: int = 60,
 ) -> tuple[SourceResult, ...]:
-    """Each book clause's extractive answer: the reader's best passage(s), every sentence cited."""
+    """Each book clause's extractive answer: the reader's best passage(s), every sentence cited; a
+    whole-book clause's: its synopsis line, then the chapter sentences of its overview, each cited."""
     return tuple(
         _extractive_result(r, ev, ps, book_catalog, int(answer_max_words))
-        for r, ev, ps in zip(book_questions, book_evidence, book_passages, strict=True)
+        if o is None
+        else _overview_result(r, ev, o, ps, book_catalog)
+        for r, ev, ps, o in zip(book_questions, book_evidence, book_passages, book_overviews, strict=True)
     )
 
 
@@ -515,12 +487,12 @@ def book_results__llm(
         if not ev.sufficient or not passages:
             out.append(_extractive_result(r, ev, passages, book_catalog, max_words))
             continue
-        messages = _answer_messages(r.question, passages, chapter_summaries, max_words)
+        messages = answer_messages(r.question, passages, chapter_summaries, max_words)
         try:
-            reply = llm_client.chat(messages, max_tokens=_answer_tokens(llm_client, max_words))
-            content = _reply_text(reply.content, reply.truncated)
-            echo = _echoes(content, messages[0]["content"])
-            cited = None if echo else _cited(content, passages)
+            reply = llm_client.chat(messages, max_tokens=answer_tokens(llm_client, max_words))
+            content = reply_text(reply.content, reply.truncated)
+            echo = echoes(content, messages[0]["content"])
+            cited = None if echo else cited_answer(content, passages)
             note = LLM_ECHO if echo else "LLM answer cited no excerpt: extractive answer given"
         except LLMError as exc:
             cited, note = None, f"LLM answer failed ({exc.reason}): extractive answer given"
@@ -559,7 +531,7 @@ def book_results__agent(
         )
         if tools.semantic_error is not None and SEMANTIC_UNAVAILABLE not in notes:
             notes.append(SEMANTIC_UNAVAILABLE)
-        cited = _located(html.unescape(content), tools.seen) if content else None
+        cited = located_answer(html.unescape(content), tools.seen) if content else None
         if cited is not None:
             out.append(_book_result(r, cited[0], cited[1], book_catalog, notes))
             continue

@@ -11,8 +11,9 @@
 2. ``ranked_hits`` (``rerank``): ``none`` (the default), ``cross_encoder`` (``rerank_model``, the first
    ``rerank_depth`` hits) or ``llm`` (one bounded call ordering them by id); a stage that cannot run
    keeps the search order with a note (``nodes/backends/rerank.py``).
-3. ``book_evidence``: the evidence is *sufficient* when (a) every name of the clause is held by one of
-   the top ten lexical and top ten semantic chunks (``scores.missing_names``: each content word there,
+3. ``book_evidence`` (the rule's helpers: ``nodes/core/evidence.py``): the evidence is *sufficient* when
+   (a) every name of the clause is held by one of the top ten lexical and top ten semantic chunks, their
+   chapters' titles or the books' titles (``missing_names``: each content word there,
    light stems, one slip forgiven against a capitalised word, "Redheaded" for "Red-Headed"; the last
    word capitalised or the whole name as consecutive words) and (b) a lexical chunk holds at least
    ``evidence_min_coverage`` (0.8) of the clause's content words or a semantic chunk scores at least
@@ -23,9 +24,11 @@
    (``_alias``: "Little Red Riding Hood" is Grimm's "Little Red-Cap"; the answer says so), else the
    router's suggested queries (an LLM router's) searched in the whole books; then the refusal, naming
    the names no book holds. A question for someone's thing that no passage names ("What is the name of
-   Sherlock Holmes's sister?") is insufficient, saying what was found and what was not. A clause with
+   Sherlock Holmes's sister?") is insufficient, saying what was found and what was not; so is one
+   asking for a kind of thing no passage mentions ("Which university did Alice attend?"). A clause with
    no name of its own pointing back with a pronoun to names the clause before it missed is insufficient.
-   A clause routed to other sources too is supported here only through such an alias.
+   A clause routed to other sources too is supported here only through such an alias, or when it has
+   names and sufficient evidence (the books hold what it names and answer it: routing by evidence).
 4. Optional chapter summaries (``answer_summaries: true``, ``llm: openai``) of the top two hits'
    chapters for the LLM answer's prompt, stored in the library; their notes are the answer's.
 
@@ -49,7 +52,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, cast
+from typing import cast
 
 from hamilton.function_modifiers import config
 
@@ -62,9 +65,16 @@ from folio.nodes.backends.book_tools import (
 from folio.nodes.backends.llm import OpenAIChatClient
 from folio.nodes.backends.rerank import RerankError, cross_encoder_scores, llm_order
 from folio.nodes.backends.summaries import LLMSummarizer
+from folio.nodes.core.evidence import (
+    held_texts,
+    refers_back,
+    scope_chapters,
+    sufficient,
+    unheld_kind,
+    unheld_relation,
+)
 from folio.nodes.core.ranking import HitFusion, merge_ranked, missing_names, names_in, search_depth
 from folio.nodes.core.text import (
-    coverage,
     fold,
     question_kind,
     stems,
@@ -78,49 +88,13 @@ from folio.nodes.core.types import (
     RouteDecision,
 )
 
-SCOPE_MIN_SCORE = 0.2
-SCOPE_KINDS = ("entity", "event")  # themes are too broad to narrow the search (measured)
-LEXICAL_ONLY_COVERAGE = 0.5  # the evidence rule without semantic search: today's words-only rule
 # A missing name and a chapter title read alike from this cosine (MiniLM): "Little Red Riding Hood" and
 # "Little Red-Cap" 0.66; with half the name's words shared ("Harry Potter" / "Beatrix Potter" 0.68 would
 # pass too, which is why the title must also head a chapter of the three best passages by meaning).
 ALIAS_MIN_SIMILARITY = 0.6
 
-_CONCRETE_OPENERS = frozenset(["who", "whom", "whose", "where", "when", "which", "what", "name", "list"])
 
 # --- pure helpers ------------------------------------------------------------------------------------
-
-
-def _scope(lookup: Sequence[tuple[str, Any]], max_chapters: int) -> tuple[str, ...] | None:
-    """Candidate chapters from concept-map matches (see the module docstring); None = whole books."""
-    scored: list[tuple[float, str]] = []
-    for _, matches in lookup:
-        for m in (*matches.entities, *matches.events, *matches.themes):
-            if m.kind not in SCOPE_KINDS or len(m.chapter_ids) > max_chapters:
-                continue  # a concept found all over the book does not narrow the search
-            scored.extend((m.score / (1.0 + 0.2 * rank), cid) for rank, cid in enumerate(m.chapter_ids))
-    if not scored:
-        return None
-    best = max(s for s, _ in scored)
-    if best < SCOPE_MIN_SCORE:
-        return None
-    order: dict[str, float] = {}
-    for s, cid in scored:
-        if s >= 0.5 * best:
-            order[cid] = max(order.get(cid, 0.0), s)
-    return tuple(sorted(order, key=lambda c: (-order[c], c))[: max(1, int(max_chapters))]) or None
-
-
-_BACK_PRONOUN = re.compile(r"\b(?:he|him|his|she|her|hers|it|its|they|them|their|theirs)\b", re.IGNORECASE)
-
-
-def _refers_back(clause: str) -> str | None:
-    """The pronoun by which a clause with no name of its own points back ("where is his castle"), or
-    None."""
-    if names_in(clause):
-        return None
-    found = _BACK_PRONOUN.search(clause)
-    return found.group() if found else None
 
 
 def _names_carried(clauses: Sequence[str], evidence: Sequence[BookEvidence]) -> tuple[BookEvidence, ...]:
@@ -130,69 +104,12 @@ def _names_carried(clauses: Sequence[str], evidence: Sequence[BookEvidence]) -> 
     out: list[BookEvidence] = []
     for clause, ev in zip(clauses, evidence, strict=True):
         before = out[-1].missing_names if out else ()
-        pronoun = _refers_back(clause) if before else None
+        pronoun = refers_back(clause) if before else None
         if pronoun:
             note = f'Not in the books searched: {", ".join(before)} ("{pronoun}" in "{clause}")'
             ev = replace(ev, sufficient=False, missing_names=before, notes=(*ev.notes, note))
         out.append(ev)
     return tuple(out)
-
-
-def _sufficient(
-    question: str, lexical: Sequence[Hit], semantic: Sequence[Hit], min_coverage: float, min_similarity: float
-) -> bool:
-    """The evidence rule of the module docstring."""
-    top = [*lexical[:10], *semantic[:10]]
-    if not top or missing_names(question, [h.text for h in top]):
-        return False
-    terms = stems(question)
-    best_coverage = max((coverage(terms, h.text) for h in lexical[:10]), default=0.0)
-    if not semantic:  # semantic search could not run: the words alone
-        return best_coverage >= LEXICAL_ONLY_COVERAGE
-    return best_coverage >= min_coverage or max(h.score for h in semantic[:10]) >= min_similarity
-
-
-_RELATION = re.compile(
-    r"^\s*(?:[Ww]hat|[Ww]ho)\b.*?\b(?:name of|is|was|are|were)\s+(?:the\s+)?"
-    r"((?:[A-Z][\w-]*\s+)*[A-Z][\w-]*)(?:'s|’s|')\s+([a-z]+)(?:\s+([a-z]+))?\s*[?.!]*\s*$"
-)
-_ORDINALS = frozenset(["first", "second", "third", "elder", "older", "eldest", "younger", "youngest", "only"])
-
-
-def _relation(clause: str) -> tuple[str, str] | None:
-    """``(subject, thing)`` of a question asking who someone's thing is ("What is the name of Sherlock
-    Holmes's sister?" → ("Sherlock Holmes", "sister")), or None."""
-    found = _RELATION.search(clause)
-    if not found:
-        return None
-    thing = found.group(3) if found.group(2) in _ORDINALS and found.group(3) else found.group(2)
-    return found.group(1), thing
-
-
-def _holds_relation(subject: str, thing: str, texts: Sequence[str]) -> bool:
-    """Whether a text names the subject's thing: "Holmes's sister", "the sister of Holmes", "Holmes ...
-    his sister" (no other name between), an appositive "Hunca Munca, his wife" or "a wife called Goody"
-    in a text naming the subject."""
-    last = re.escape(subject.split()[-1])
-    y = re.escape(thing) + r"s?"
-    own = r"(?:his|her|their)\s+" + y
-    direct = re.compile(
-        rf"\b{last}(?:'s|’s|')\s+(?:\w+\s+){{0,2}}{y}\b|\b{y}\s+of\s+(?:\w+\.?\s+){{0,2}}{last}\b"
-        rf"|\b{last}\b[^A-Z]{{0,80}}\b{own}\b",
-        re.IGNORECASE,
-    )
-    named = re.compile(rf"[A-Z][\w-]*,\s+{own}\b|\b{y}\s+(?:called|named)\s+[A-Z]")
-    return any(direct.search(t) or (named.search(t) and re.search(rf"\b{last}\b", t)) for t in texts)
-
-
-def _unheld_relation(clause: str, texts: Sequence[str]) -> str | None:
-    """The note when the clause asks for someone's thing (``_relation``) that no text names: what was
-    found and what was not."""
-    relation = _relation(clause)
-    if relation is None or _holds_relation(*relation, texts):
-        return None
-    subject, thing = relation
-    return f"Found {subject} in the books, but no passage names {subject}'s {thing}"
 
 
 def _alias(tools: BookTools, names: Sequence[str], semantic: Sequence[Hit]) -> tuple[str, str] | None:
@@ -290,20 +207,23 @@ def _judged(
 ) -> BookEvidence:
     """The evidence rule on ``found``; insufficient evidence escalates once: to the book's own name for a
     name it spells otherwise (``_alias``), else to the router's suggested queries (``_escalated``). A
-    question for someone's thing no passage names is insufficient too (``_unheld_relation``).
+    question for someone's thing, or for a kind of thing ("which university") no passage names, is
+    insufficient too (``nodes/core/evidence.py``).
     ``alias_only``: a clause routed to other sources too is supported only through a book's own name for
-    one of its names (else those sources answer it)."""
+    one of its names, or when it names what the books hold and their evidence is sufficient (the books
+    answer it well: routing by evidence); else those sources answer it."""
     clause = route.question
     notes = list(found.notes)
-    ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
+    titles = [str(v.descriptor.get("title", "")) for v in tools.stores.values()]
+    ok = sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity, titles)
     escalated, aliases = False, cast(tuple[tuple[str, str], ...], ())
-    top = [h.text for h in (*found.lexical[:10], *found.semantic[:10])]
+    top = held_texts(found.lexical, found.semantic, titles)
     if not ok and tools.budget.left > 0:
         alias = _alias(tools, missing_names(clause, top), found.semantic)
         if alias is not None:
             asked = re.sub(re.escape(alias[0]).replace(r"\ ", r"\W+"), alias[1], clause, flags=re.IGNORECASE)
             more = _book_hits(tools, asked, found.scope, k, 0.0)
-            if _sufficient(asked, more.lexical, more.semantic, min_coverage, min_similarity):
+            if sufficient(asked, more.lexical, more.semantic, min_coverage, min_similarity, titles):
                 escalated, ok, aliases = True, True, (alias,)
                 found = replace(more, searched=(*found.searched, *more.searched))
                 notes.append(f'The book calls {alias[0]} "{alias[1]}"')
@@ -311,19 +231,23 @@ def _judged(
             more, more_notes = _escalated(tools, found, route.suggested_queries, k)
             if more is not found:
                 escalated, found = True, more
-                ok = _sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity)
+                ok = sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity, titles)
             notes.extend(more_notes)
     missing: tuple[str, ...] = ()
     if not ok and (found.lexical or found.semantic):
-        missing = missing_names(clause, [h.text for h in (*found.lexical[:10], *found.semantic[:10])])
-        if missing:
-            notes.append(f"Not in the books searched: {', '.join(missing)}")
-    if alias_only and not aliases:
+        held = held_texts(found.lexical, found.semantic, titles)
+        missing = missing_names(clause, held)
+        unheld = ", ".join(missing) or unheld_kind(
+            clause, [*found.lexical[:10], *found.semantic[:10]], titles
+        )
+        if unheld:
+            notes.append(f"Not in the books searched: {unheld}")
+    if alias_only and not aliases and not (ok and names_in(clause)):
         ok = False
-    unheld = _unheld_relation(clause, [h.text for h in found.hits[:k]]) if ok else None
-    if unheld is not None:
+    relation = unheld_relation(clause, [h.text for h in found.hits[:k]]) if ok else None
+    if relation is not None:
         ok = False
-        notes.append(unheld)
+        notes.append(relation)
     hits = tuple(found.hits[:k])
     return BookEvidence(
         hits, kind, found.scope, found.searched, ok and bool(hits), escalated, tuple(notes), missing, aliases
@@ -494,7 +418,7 @@ def _clause_scope(tools: BookTools, clause: str, max_chapters: int) -> tuple[str
         lookup = tools.concept_map_lookup(clause)
     except BudgetExceeded:
         lookup = ()
-    return _scope(lookup, max_chapters)
+    return scope_chapters(lookup, max_chapters)
 
 
 @config.when(answer_mode="pipeline")

@@ -13,9 +13,9 @@ router named for it (``RouteDecision.sources``: validated, de-duplicated, capped
 ``kiwix_ready``; web and news when ``searxng_url`` is set); to every one of those when the router named
 none (the deterministic router never does) or none of its names is enabled; to the books when none can.
 A non-BOOK clause with names goes to the books too (first): a book may tell it under another name
-("Little Red Riding Hood" is Grimm's "Little Red-Cap"), which the book flow accepts only through that
-other name (``book_tools._alias``); a clause the books answer is not asked of Kiwix (issue 27: routing
-by evidence).
+("Little Red Riding Hood" is Grimm's "Little Red-Cap"), which the book flow accepts through that other
+name (``book_flow._alias``) or when the books hold its names and their evidence is sufficient; a clause
+the books answer is not asked of Kiwix (issue 27: routing by evidence).
 
 Kiwix query (``kiwix_query``): the clauses the plan sends to Kiwix, in the question's order, then the
 BOOK clauses the books refused (no supporting evidence: "When does the Moon block out the Sun?" shares

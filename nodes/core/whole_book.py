@@ -1,0 +1,178 @@
+"""Whole-book questions ("what is the book about", "how does a character change", "its themes"),
+answered from the book's synopsis and its chapter summaries instead of one passage.
+
+Such a question has no one passage that answers it: the reader (``nodes/core/reading.py``) would quote
+whatever sentence repeats the title. The overview is extractive, as the summaries are without an LLM:
+
+- ``is_whole_book(question)``: the question asks about the book as a whole (``WHOLE_BOOK`` patterns:
+  "what is X about", "what kind of book", "how does X end", "how does X change", "main characters",
+  "themes", "who narrates", "which stories/tales ...", "which animals appear in the tales", "what
+  happens ... in these stories", "usually"; tuned on ``tests/qa/books27_dev.jsonl`` only).
+- ``focus_words(question, title)``: its content words that are neither the book's title and author nor
+  the words every whole-book question uses (``GENERIC``): "Which stories are about a wolf?" → wolf.
+- ``overview(question, book_line, characters, chapters, max_words)``: ``chapters`` are the book's
+  ``(chapter_id, title, text, summary)`` in book order (``summary``: the chapter's stored summary, whose
+  sentences are the chapter's own). With focus words, the chapters whose summary (else text) sentences
+  hold most of them, the chapters saying them most first, each giving that sentence; without, a
+  central sentence of the chapters spread over the book (first, last, the middle; "how does X end":
+  the last chapter alone). The sentences (``MIN_WORDS`` to ``MAX_WORDS`` words) are located in their
+  chapter (offsets, so a citation resolves to the book's text) and read in book order, each after its
+  chapter's title, at most ``max_words`` words with the synopsis line (``Overview.lines``: the book, and
+  its main characters from the concept map when the question has no focus words or asks about them).
+
+Config keys: none (the caller passes ``answer_max_words``). Limitations: English patterns; an extractive
+overview quotes the book, it does not paraphrase, so themes are shown through sentences, not named; a
+collection's answer (fairy tales) samples a few of its stories.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from folio.nodes.core.reading import Passage, Quote
+from folio.nodes.core.text import fold, sentences, stems
+
+MIN_WORDS = 8  # shorter sentences (dialogue tags: "Why not?" said the Time Traveller) are not offered
+MAX_WORDS = 30  # longer ones leave no room for a second chapter in a 60-word answer
+SPREAD = 3  # chapters an overview without focus words quotes
+FOCUSED = 4  # chapters an overview with focus words quotes at most
+WHOLE_BOOK = re.compile(
+    r"^what (?:is|was) [\w' ,:-]{2,80} about$"
+    r"|^what kind of (?:book|story|stories|tales?|novel)\b"
+    r"|^how does [\w' ,:-]{2,80} (?:end|change)\b"
+    r"|\b(?:who|which) are the main characters\b|^which characters\b"
+    r"|\bthe (?:main )?themes?\b|^who (?:narrates|tells)\b"
+    r"|^which (?:stories|tales)\b|^which \w+ (?:appear|are)\b.*\b(?:stories|tales)$"
+    r"|^what happens\b.*\b(?:these|the|its) (?:stories|tales)$"
+    r"|\busually\b"
+)
+GENERIC = frozenset(
+    stems(
+        "book books story stories tale tales novel about kind main character characters theme themes happen "
+        "happens narrate narrates tell tells end ends change changes usually say says appear meet "
+        "treasury collection whole over during"
+    )
+)
+
+
+@dataclass(frozen=True)
+class Overview:
+    """A whole-book answer: its synopsis lines (uncited: the book and its main characters) and the
+    chapter sentences it quotes, one passage in book order."""
+
+    lines: tuple[str, ...]
+    passage: Passage
+
+
+def _question(question: str) -> str:
+    return " ".join(fold(question).replace("?", " ").replace("’", "'").split())
+
+
+def is_whole_book(question: str) -> bool:
+    """Whether the question asks about the book as a whole (see ``WHOLE_BOOK``)."""
+    return bool(WHOLE_BOOK.search(_question(question)))
+
+
+def focus_words(question: str, title: str) -> frozenset[str]:
+    """The question's content stems other than the book's title and author and ``GENERIC``."""
+    return frozenset(stems(question) - stems(title) - GENERIC)
+
+
+def _offered(text: str) -> list[tuple[int, int, str]]:
+    """The chapter's sentences of ``MIN_WORDS`` to ``MAX_WORDS`` words: (start, end, normalised text)."""
+    out = []
+    for s, e in sentences(text):
+        said = " ".join(text[s:e].split())
+        if MIN_WORDS <= len(said.split()) <= MAX_WORDS:
+            out.append((s, e, said))
+    return out
+
+
+def _located(text: str, sentence: str) -> tuple[int, int] | None:
+    pattern = r"\s+".join(re.escape(w) for w in sentence.split())
+    found = re.search(pattern, text) if pattern else None
+    return (found.start(), found.end()) if found else None
+
+
+def _summary_sentence(text: str, summary: str, focus: frozenset[str]) -> tuple[int, int, str, float] | None:
+    """The chapter's sentence for the overview, as (start, end, text, score): with ``focus``, the one
+    holding most focus words (summary sentences first, then the chapter's), None when none holds one;
+    without, the summary's first sentence found in the chapter."""
+    summary_spans = [(s, e, " ".join(summary[s:e].split())) for s, e in sentences(summary)]
+    picked = [p for p in summary_spans if MIN_WORDS <= len(p[2].split()) <= MAX_WORDS]
+    if not focus:
+        for _, _, said in picked:
+            where = _located(text, said)
+            if where:
+                return (*where, said, 0.0)
+        return None
+    best: tuple[int, int, str, float] | None = None
+    for s, e, said in _offered(text):
+        score = len(focus & stems(said)) / len(focus)
+        if score > 0 and (best is None or score > best[3]):
+            best = (s, e, said, score)
+    in_summary = {said for _, _, said in picked}
+    if best is not None and best[2] not in in_summary:
+        for _, _, said in picked:  # a summary sentence as good as the best is the chapter's own word
+            where = _located(text, said)
+            if where and len(focus & stems(said)) / len(focus) >= best[3]:
+                return (*where, said, best[3])
+    return best
+
+
+def _mentions(text: str, focus: frozenset[str]) -> int:
+    """How often the text says a focus word (its light stem as a word's start)."""
+    return sum(len(re.findall(rf"\b{re.escape(f)}", text, re.IGNORECASE)) for f in focus)
+
+
+def _spread(n: int, k: int) -> list[int]:
+    """``k`` indices of ``range(n)`` spread over it: the first, the last, then the middle ones."""
+    if k >= n:
+        return list(range(n))
+    if k <= 1:
+        return [0]
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
+
+
+def overview(
+    question: str,
+    book_id: str,
+    book_line: str,
+    characters: Sequence[str],
+    chapters: Sequence[tuple[str, str, str, str]],
+    max_words: int,
+) -> Overview | None:
+    """The whole-book answer of the module docstring; None when no chapter offers a sentence."""
+    focus = focus_words(question, book_line)
+    # the book's people answer an unfocused question ("what is it about") or one about its characters
+    with_characters = bool(characters) and (not focus or "character" in _question(question))
+    lines = [
+        f"{book_line}. Main characters: {', '.join(characters)}." if with_characters else f"{book_line}."
+    ]
+    budget = max_words - len(lines[0].split())
+    found = [(i, _summary_sentence(text, summary, focus)) for i, (_, _, text, summary) in enumerate(chapters)]
+    offered = [(i, s) for i, s in found if s is not None]
+    if not offered:
+        return None
+    if focus:  # the chapters most about the focus words (how often they say them), then book order
+        said = {i: _mentions(chapters[i][2], focus) for i, _ in offered}
+        ranked = sorted(offered, key=lambda f: (-f[1][3], -said[f[0]], f[0]))
+    elif re.search(r"\bend$", _question(question)):
+        ranked = offered[-1:]
+    else:
+        ranked = [offered[i] for i in _spread(len(offered), SPREAD)]
+    picked: list[tuple[int, tuple[int, int, str, float]]] = []
+    for i, sentence in ranked:  # each that fits with its chapter's title, at most FOCUSED
+        cost = len(sentence[2].split()) + len(chapters[i][1].split())
+        if cost <= budget and len(picked) < FOCUSED:
+            budget -= cost
+            picked.append((i, sentence))
+    quotes = [
+        Quote(book_id, chapters[i][0], chapters[i][1], "", start, end, said_, score)
+        for i, (start, end, said_, score) in sorted(picked)
+    ]
+    if not quotes:
+        return None
+    return Overview(tuple(lines), Passage(tuple(quotes), max(q.score for q in quotes)))

@@ -1,0 +1,132 @@
+"""The evidence rule against real books (issue 27, refusal by evidence) and whole-book questions answered
+from the synopsis and chapter summaries: questions of ``tests/qa/library27_*.jsonl`` and
+``tests/qa/books27_*.jsonl`` asked as a user asks them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from folio.nodes.core.evidence import asked_kind, asked_relation, holds_relation
+from folio.nodes.core.whole_book import focus_words, is_whole_book
+from folio.nodes.query.answering import NOT_FOUND
+
+QA = Path(__file__).parent / "qa"
+ALICE_TXT = "books/txt/pg11_carroll_alices-adventures-in-wonderland.txt"
+
+
+def _ask(question: str, library: Path):
+    from folio.dataflows.asking import ask
+
+    return ask(question, library=library, config={"llm": "none"})
+
+
+def test_a_kind_of_thing_no_passage_mentions_is_refused_one_they_mention_answered(fairytale_library) -> None:
+    refused = _ask("What is the recipe for Mrs. Tiggy-winkle's apple pie?", fairytale_library)
+    assert refused.answer.startswith(NOT_FOUND) and not refused.citations
+    assert "Not in the books searched: recipe" in refused.answer
+    answered = _ask("Which town were the Bremen Town Musicians going to?", fairytale_library)
+    assert not answered.answer.startswith(NOT_FOUND) and answered.citations
+
+
+def test_a_name_that_titles_a_tale_is_held_by_the_books(fairytale_library) -> None:
+    """ "The Frog Prince" is the title of Grimm's tale, not a phrase of its text: the question is answered
+    (it was refused as "Not in the books searched: Frog Prince"); which sentence answers is the reader's
+    choice (``nodes/core/reading.py``)."""
+    answer = _ask(
+        "What did the king's youngest daughter drop into the well in The Frog Prince?", fairytale_library
+    )
+    assert not answer.answer.startswith(NOT_FOUND) and answer.citations
+    assert not any("Frog Prince" in n for n in answer.notes)
+
+
+def test_someones_thing_is_refused_after_a_title_of_address(fairytale_library) -> None:
+    answer = _ask("What was the name of Mr. McGregor's dog?", fairytale_library)
+    assert answer.answer.startswith(NOT_FOUND) and not answer.citations
+    assert "no passage names Mr. McGregor's dog" in answer.answer
+
+
+def test_the_relation_rule_reads_who_is_whose_in_the_books_own_words(data_dir) -> None:
+    text = (data_dir / ALICE_TXT).read_text(encoding="utf-8")
+    said = next(p for p in text.split("\n\n") if "Dinah’s our cat" in p)
+    assert asked_relation("What was the name of Alice's cat?") == ("Alice", "cat")
+    assert holds_relation("Alice", "cat", [said + " said Alice"])
+    assert not holds_relation("Alice", "dog", [said + " said Alice"])
+    assert asked_relation("What was the name of Mr. McGregor's dog?") == ("Mr. McGregor", "dog")
+
+
+def test_the_asked_for_kind_is_a_noun_not_a_verb() -> None:
+    assert asked_kind("Which university did Alice attend?") == "university"
+    assert asked_kind("In which city did the Square of Flatland go to university?") == "city"
+    assert asked_kind("What is the recipe for Mrs. Tiggy-winkle's apple pie?") == "recipe"
+    for question in ("What happened to Peter Rabbit's father?", "What killed Julia Stoner?", "What is it?"):
+        assert asked_kind(question) is None, question
+
+
+def _questions(name: str) -> list[dict]:
+    return [json.loads(line) for line in (QA / name).read_text(encoding="utf-8").splitlines()]
+
+
+def test_whole_book_questions_of_the_development_half_are_recognised() -> None:
+    rows = _questions("books27_dev.jsonl")
+    whole = [r for r in rows if r["type"] == "whole"]
+    found = [r for r in whole if is_whole_book(r["question"])]
+    assert len(found) >= len(whole) - 2  # tuned on this half: 10 of 12
+    assert not [r["id"] for r in rows if r["type"] != "whole" and is_whole_book(r["question"])]
+    for name in ("library27_dev.jsonl", "library27_test.jsonl", "library_questions.jsonl"):
+        assert not [r["id"] for r in _questions(name) if is_whole_book(r["question"])]
+    assert focus_words("Which stories in this book are about a wolf?", "Household Stories") == {"wolf"}
+
+
+def test_a_whole_book_question_is_answered_from_its_chapters_citing_them(fairytale_library, data_dir) -> None:
+    answer = _ask("Which stories in Household Stories are about a wolf?", fairytale_library)
+    assert "Whole-book question: answered from the synopsis and chapter summaries" in answer.notes
+    first, *rest = answer.answer.splitlines()
+    assert first.startswith("Household Stories by the Brothers Grimm")
+    chapters = {c.chapter_title for c in answer.citations}
+    assert any("WOLF" in t.upper() or "RED CAP" in t.upper() for t in chapters)
+    assert all(re.search(r"\bwol(f|ves)\b", c.quote or "", re.IGNORECASE) for c in answer.citations)
+    for i, c in enumerate(answer.citations, 1):  # one line per chapter, after its title
+        assert rest[i - 1].startswith(f"{c.chapter_title}: ") and rest[i - 1].endswith(f"[{i}]")
+
+
+def test_a_whole_book_citation_resolves_to_the_books_own_text(fairytale_library) -> None:
+    from folio.dataflows.api import resolve_library
+
+    answer = _ask("What kind of book is The Great Big Treasury of Beatrix Potter?", fairytale_library)
+    assert answer.citations and "Whole-book question: answered from the synopsis and chapter summaries" in (
+        answer.notes
+    )
+    first = answer.answer.splitlines()[0]
+    assert first.startswith("The Great Big Treasury of Beatrix Potter by Beatrix Potter. Main characters:")
+    lib = resolve_library(fairytale_library)
+    for c in answer.citations:
+        store = lib.store(c.book_id)
+        said = store.chapter_text(c.chapter_id)[c.start : c.end]
+        assert " ".join(said.split()) == c.quote
+        assert c.chunk_id  # cited by the chunk that holds the sentence
+
+
+WHOLE_ELSEWHERE = ["What is Dracula about?", "What are the main themes of Les Miserables?"]
+
+
+@pytest.mark.parametrize("question", WHOLE_ELSEWHERE)
+def test_a_whole_book_question_about_a_book_elsewhere_is_refused(fairytale_library, question) -> None:
+    answer = _ask(question, fairytale_library)
+    assert answer.answer.startswith(NOT_FOUND) and not answer.citations
+
+
+def test_with_the_archives_a_clause_the_books_answer_stays_with_them(fairytale_library, data_dir) -> None:
+    """Routing by evidence: the router does not send this clause to the books alone (its name is no
+    book's name as spelled), yet the books hold the tale it names and answer it; before, a clause the
+    plan also sent to Kiwix was supported by the books only through another name, and was refused."""
+    from folio.dataflows.asking import ask
+
+    zims = sorted((data_dir / "zim").glob("*.zim"))
+    question = "What did the king's youngest daughter drop into the well in The Frog Prince?"
+    answer = ask(question, library=fairytale_library, zim_paths=zims, config={"llm": "none"})
+    assert not answer.answer.startswith(NOT_FOUND)
+    assert answer.citations and all(c.kind == "book" for c in answer.citations)
