@@ -116,7 +116,13 @@ def load_config(
             raise FolioError("config", f"unknown config key(s): {', '.join(unknown)}")
         config.update(overrides)
         origins.update({key: key for key in overrides})
-    return validated(config, defaults, origins)
+    config = validated(config, defaults, origins)
+    if config.get("concept_map_llm") == "openai" and config.get("llm") != "openai":
+        where = origins.get("concept_map_llm", "concept_map_llm")
+        raise FolioError(
+            where, "concept_map_llm: openai needs an LLM: set llm: openai (or concept_map_llm: none)"
+        )
+    return config
 
 
 ENV_PREFIX = "FOLIO_"
@@ -127,6 +133,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "embedder": ("sentence_transformers", "onnx"),
     "kiwix": ("libzim", "http", "none"),
     "llm": ("none", "openai"),
+    "concept_map_llm": ("none", "openai"),
     "executor": ("local", "dask"),
     "answer_mode": ("pipeline", "agent"),
     "search_mode": ("lexical", "semantic", "hybrid", "bm25s", "dense_exact"),
@@ -255,6 +262,7 @@ SWITCHES = frozenset(
         "embedder",
         "kiwix",
         "llm",
+        "concept_map_llm",
         "executor",
         "answer_mode",
         "search_mode",

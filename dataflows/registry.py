@@ -115,7 +115,7 @@ DAGS: dict[str, Dag] = {
             "ingest",
             "one book: source file → manifest → chunks → indexes → concept map → staged book",
             (
-                "query.llm_connection",  # the concept map's normalisation (``llm: openai`` only)
+                "query.llm_connection",  # the concept map's LLM pass (``concept_map_llm: openai`` only)
                 "ingest.parsing",
                 "ingest.chunking",
                 "search.encoding",
@@ -137,6 +137,7 @@ DAGS: dict[str, Dag] = {
                 "concept_map_file",
                 "staged_book",
             ),
+            switched_modules=(("concept_map_llm", "none", ("query.llm_connection",)),),
         ),
         Dag(
             "library",

@@ -23,7 +23,7 @@ from folio.nodes.core.concept_normalising import (
     normalised_concept_map,
     parsed_normalisation,
 )
-from folio.nodes.core.types import ConceptMap, Entity, Event, Theme
+from folio.nodes.core.types import ConceptMap, Entity, Event, FolioError, Theme
 from tests.servers import Reply, ScriptedLLMServer
 
 ALICE = "books/epub/carroll_alice-in-wonderland_abridged-pg19033.epub"
@@ -38,7 +38,7 @@ def _stored_map(library: Path) -> ConceptMap:
 
 
 def _llm(url: str) -> dict[str, object]:
-    return {"llm": "openai", "llm_base_url": url, "llm_max_retries": 0}
+    return {"llm": "openai", "concept_map_llm": "openai", "llm_base_url": url, "llm_max_retries": 0}
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +128,19 @@ def test_a_failed_call_or_unusable_reply_keeps_the_deterministic_map_with_a_note
 def test_without_an_llm_the_map_is_the_deterministic_one(data_dir: Path, plain: ConceptMap) -> None:
     assert _concept_map_with({"llm": "none"}, data_dir, plain) is plain
     assert not plain.notes and all(e.entity_type == "" for e in plain.entities)
+
+
+def test_an_llm_for_answers_alone_leaves_the_ingest_without_llm_calls(
+    data_dir: Path, plain: ConceptMap
+) -> None:
+    # the LLM pass is its own switch: llm: openai for answers builds the deterministic map, no client used
+    config = {"llm": "openai", "llm_base_url": "http://127.0.0.1:9", "llm_max_retries": 0}
+    assert _concept_map_with(config, data_dir, plain) is plain
+
+
+def test_the_llm_pass_without_an_llm_is_a_one_line_error() -> None:
+    with pytest.raises(FolioError, match="concept_map_llm: openai needs an LLM"):
+        load_config(overrides={"concept_map_llm": "openai"}, environ={})
 
 
 def _entity(name: str, mentions: int, chapters: tuple[str, ...]) -> Entity:

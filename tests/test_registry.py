@@ -109,7 +109,7 @@ def test_ingest_declares_its_never_cached_nodes_and_no_node_module_decorates_cac
     assert set(DAGS["ingest"].never_cached) == {
         "parsed_book",
         "encoder",
-        "llm_connection",  # the concept map's LLM (``llm: openai``)
+        "llm_connection",  # the concept map's LLM (``concept_map_llm: openai``)
         "llm_client",
         "lexical_index",
         "vector_index",
@@ -117,7 +117,7 @@ def test_ingest_declares_its_never_cached_nodes_and_no_node_module_decorates_cac
         "staged_book",
     }
     config = load_config(environ={})
-    with_llm = {**config, "llm": "openai"}  # the LLM's nodes exist only then
+    with_llm = {**config, "llm": "openai", "concept_map_llm": "openai"}  # the LLM's nodes exist only then
     for dag in DAGS.values():
         nodes = {
             v.name for c in (config, with_llm) for v in driver_for(dag.name, c).list_available_variables()

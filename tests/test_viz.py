@@ -68,14 +68,19 @@ def test_each_distinct_graph_is_drawn_once_with_the_default_as_the_plain_name():
     assert drawn == {files["svg"] for dags in index.values() for files in dags.values()}
 
 
-def test_the_ask_diagrams_have_at_most_40_boxes_and_no_settings_boxes():
+# The ask diagram's readability bound: 40 boxes until issue 27 added the whole-book stage (book_overviews,
+# the 41st box of the openai graph); 42 leaves one box of room, and a graph that needs more is split.
+ASK_MAX_BOXES = 42
+
+
+def test_the_ask_diagrams_stay_within_their_box_bound_and_have_no_settings_boxes():
     index = _index()
     for config_name in index:
         config = load_config(CONFIG_DIR / f"{config_name}.yaml", environ={})
         shapes = _svg_nodes(VIZ_DIR / index[config_name]["ask"]["svg"])
         boxes = [name for name, shape in shapes.items() if shape == "box"]
         assert "answer" in boxes and "question" in shapes
-        assert len(boxes) <= 40, f"{config_name}: {len(boxes)} boxes"
+        assert len(boxes) <= ASK_MAX_BOXES, f"{config_name}: {len(boxes)} boxes"
         assert not set(shapes) & set(settings(config)), set(shapes) & set(settings(config))
 
 

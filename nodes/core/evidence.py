@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from folio.nodes.core.ranking import missing_names, names_in
-from folio.nodes.core.text import coverage, stems
+from folio.nodes.core.text import STOPWORDS, coverage, stems
 from folio.nodes.core.types import Hit
 
 SCOPE_MIN_SCORE = 0.2
@@ -121,7 +121,9 @@ def asked_kind(question: str) -> str | None:
     "university"), or None."""
     found = ASKED_KIND.search(" ".join(question.lower().split()))
     word = (found.group(1) or found.group(2)) if found else None
-    return None if word is None or word in NOT_KINDS or word.endswith("ed") else word
+    if word is None or word in NOT_KINDS or word in STOPWORDS or word.endswith("ed"):
+        return None  # a verb or a function word ("What above all things appalled Ishmael") names no kind
+    return word
 
 
 def unheld_kind(question: str, hits: Sequence[Hit], titles: Sequence[str] = ()) -> str | None:

@@ -392,16 +392,25 @@ def found_terms(
     rarity among ``texts`` (a stem in every text counts least), a stem of a name in the question double.
     ``contexts`` (one per text, optional): what a text is read under, its chapter or section title; a
     stem of the question in a text's context counts as found in the text ("Hans" in a sentence of the
-    chapter "Hans in Luck" that says only "he")."""
+    chapter "Hans in Luck" that says only "he") when no text read under that context says it itself:
+    the title stands in for a word its chapter does not repeat, and a chapter that does name it ("the
+    Red-Headed League is dissolved") keeps the sentences that name it ahead."""
     terms = _lemma_stems(question)
     if not terms:
         return [frozenset() for _ in texts], {}
     names = frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
-    found = []
-    for i, text in enumerate(texts):
-        own = _lemma_stems(text) | (_lemma_stems(contexts[i]) if i < len(contexts) else frozenset())
-        extended = _extended(own)
-        found.append(frozenset(t for t in terms if _matches(t, own, extended)))
+    said = []
+    for text in texts:
+        own = _lemma_stems(text)
+        said.append(frozenset(t for t in terms if _matches(t, own, _extended(own))))
+    said_under: dict[str, set[str]] = {}
+    for i, found_here in enumerate(said):
+        said_under.setdefault(contexts[i] if i < len(contexts) else "", set()).update(found_here)
+    titled: dict[str, frozenset[str]] = {}
+    for context, held in said_under.items():
+        own = _lemma_stems(context) if context else frozenset()
+        titled[context] = frozenset(t for t in terms - held if _matches(t, own, _extended(own)))
+    found = [said[i] | titled[contexts[i] if i < len(contexts) else ""] for i in range(len(texts))]
     n = len(texts)
     weight = {
         t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found))) * (2.0 if t in names else 1.0)

@@ -1,12 +1,13 @@
 """Concept map: a compact map of a book's entities, themes and events, linked to chapters.
 
-The query side uses it to route a question to the right chapters: ``ConceptMap.lookup`` (``nodes.core.types``;
-``nodes.core.concept_lookup`` formats its matches). ``deterministic_concept_map`` builds it without an LLM
-(``nodes.core.concept_names``: entities and alias merging; ``nodes.core.concept_building``: themes, events,
-evidence); ``concept_map`` is that map as it is (``llm: none``) or, with an LLM (``llm: openai``),
-normalised by it in one bounded call (``nodes.core.concept_normalising``: entity types from a fixed set,
-aliases it says are one entity merged, theme labels), falling back to the deterministic map with a note
-in ``ConceptMap.notes`` when the call fails or its reply is unusable.
+The query side uses it to route a question to the right chapters: ``concept_map_lookup``
+(``nodes.core.concept_lookup``, which also formats its matches). ``deterministic_concept_map`` builds
+it without an LLM (``nodes.core.concept_names``: entities and alias merging;
+``nodes.core.concept_building``: themes, events, evidence); ``concept_map`` is that map as it is
+(``concept_map_llm: none``, the default) or, with ``concept_map_llm: openai`` (which needs ``llm:
+openai``), normalised by the LLM in one bounded call (``nodes.core.concept_normalising``: entity types
+from a fixed set, aliases it says are one entity merged, theme labels), falling back to the
+deterministic map with a note in ``ConceptMap.notes`` when the call fails or its reply is unusable.
 
 - Entities: capitalised names, honorifics split off, aliases merged ("Holmes", "Mr. Holmes" and "Mr.
   Sherlock Holmes" join "Sherlock Holmes"; "Cheshire Cat" … "the Cat" join, "England" beside "New
@@ -36,7 +37,9 @@ abridged Alice 2.
 
 Config keys: ``concept_theme_threshold`` (distance threshold, 1 - blended similarity; 0.52: at 0.53 the
 largest cluster of each book grows into a catch-all of 20-25% of the chunks), ``concept_centroid_weight``
-(``w`` above, default 0.7); ``llm`` (variant) and the ``llm_*`` settings of the connection.
+(``w`` above, default 0.7); ``concept_map_llm`` (variant: a switch of its own, so that answers with
+and without an LLM share one ingest, and an ingest calls no LLM unless asked to) and the ``llm_*``
+settings of the connection.
 Limitations: English capitalisation heuristics only; no coreference ("the woman", "he"); without an LLM,
 aliases that share no words ("the White Whale" and "Moby Dick") stay separate entities; events are
 co-occurrences, not parsed actions.
@@ -88,13 +91,13 @@ def deterministic_concept_map(
     )
 
 
-@config.when_not(llm="openai")
+@config.when_not(concept_map_llm="openai")
 def concept_map__plain(deterministic_concept_map: ConceptMap) -> ConceptMap:
-    """The book's concept map: the deterministic one (no LLM configured)."""
+    """The book's concept map: the deterministic one (``concept_map_llm: none``, the default)."""
     return deterministic_concept_map
 
 
-@config.when(llm="openai")
+@config.when(concept_map_llm="openai")
 def concept_map__openai(
     deterministic_concept_map: ConceptMap, manifest: Manifest, llm_client: Any
 ) -> ConceptMap:
