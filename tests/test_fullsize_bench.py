@@ -14,7 +14,14 @@ from pathlib import Path
 import apsw
 import pytest
 
-from bench.fullsize_bench import fullsize_books, pending_books, real_ingest, write_fullsize_book
+from bench.fullsize_bench import (
+    BooksDone,
+    WordsBar,
+    fullsize_books,
+    pending_books,
+    real_ingest,
+    write_fullsize_book,
+)
 from folio.dataflows.library import Library
 from folio.nodes.ingest.parsing import manifest, parsed_book
 from tests.conftest import BOOKS, REPO_DIR
@@ -43,6 +50,18 @@ def test_recombined_books_are_whole_real_chapters_and_parse_back_into_them(real_
         assert set(book.chapters) <= set(real_chapters)  # whole chapters, unchanged
         parsed = chapters_of(write_fullsize_book(book, tmp_path))
         assert [" ".join(t.split()) for _, t in parsed] == [" ".join(t.split()) for _, t in book.chapters]
+
+
+def test_the_run_bar_counts_finished_books_words_and_stops_its_clock_while_paused(tmp_path):
+    bar = WordsBar(1000)
+    done = BooksDone(bar, {"a.txt": 100, "b.txt": 900})
+    with bar.paused():
+        time.sleep(0.2)
+    done.book_finished(str(tmp_path / "a.txt"), 12)  # 10% of the words: the ETA is taken now
+    bar.close()
+    assert bar.done == 100 and bar.paused_s >= 0.2
+    at, predicted = bar.eta_at_10pct
+    assert at < 0.2 and predicted == pytest.approx(10 * at)  # the paused time is not ingest time
 
 
 RUN = """
