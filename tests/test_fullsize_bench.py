@@ -68,7 +68,8 @@ RUN = """
 import sys
 from pathlib import Path
 from bench.fullsize_bench import real_ingest
-print(real_ingest([Path(p) for p in sys.argv[2:]], Path(sys.argv[1])))
+workers = int(sys.argv[2])
+print(real_ingest([Path(p) for p in sys.argv[3:]], Path(sys.argv[1]), {"workers": workers}))
 """
 
 
@@ -88,11 +89,12 @@ def books_in(library: Path) -> list[str]:
 
 
 @pytest.mark.model
-def test_a_killed_ingest_run_again_ingests_each_book_once(real_chapters, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2], ids=["in-process", "two-workers"])
+def test_a_killed_ingest_run_again_ingests_each_book_once(real_chapters, tmp_path, workers):
     files = [write_fullsize_book(b, tmp_path / "books") for b in fullsize_books(real_chapters, 3, words=2500)]
     library = tmp_path / "library"
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
-    argv = [sys.executable, "-c", RUN, str(library), *map(str, files)]
+    argv = [sys.executable, "-c", RUN, str(library), str(workers), *map(str, files)]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600
     while not books_in(library) and proc.poll() is None and time.monotonic() < deadline:
