@@ -434,7 +434,7 @@ def _warm_latency(lib: Library, rounds: int) -> dict[str, dict[str, float]]:
     return {name: latency_summary(values) for name, values in times.items()}
 
 
-def index_measurement(library: str, book_file: str, rounds: int = 5) -> dict[str, Any]:
+def index_measurement(library: str, book_file: str, rounds: int = 5, compact: bool = True) -> dict[str, Any]:
     """In a fresh process: the first hybrid search after opening, warm hybrid p50/p95, open files, RSS,
     then adding ``book_file`` (real ingest) and removing it, and a compaction; the library is left with
     the same books (its segments compacted)."""
@@ -466,6 +466,10 @@ def index_measurement(library: str, book_file: str, rounds: int = 5) -> dict[str
     with lib.writer():
         lib.remove(report.ingested[0].book_id)
     out["remove_one_book_s"] = round(time.perf_counter() - start, 2)
+    if not compact:  # ``--fullsize-skip-compact``: a merge of the whole library takes long at 2 M windows
+        out["peak_rss_mb"] = peak_rss_mb()
+        lib.close()
+        return out
     start = time.perf_counter()
     with lib.writer():
         before = len(index.segments())
@@ -559,6 +563,7 @@ def fullsize_bench(
     dask_books: int | None = None,
     out_dir: Path | None = None,
     parts: Sequence[str] = ("ingest", "index", "dask"),
+    compact: bool = True,
 ) -> dict[str, Any]:
     """The fullsize section (see the module docstring); everything big is kept in ``work_dir``."""
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -577,7 +582,7 @@ def fullsize_bench(
     if "index" in parts and (real / "library.sqlite").exists():
         target = work_dir / f"index-{windows}"
         result["index_build"] = index_library(real, target, windows)
-        result["index"] = in_fresh_process(index_measurement, str(target), str(extra))
+        result["index"] = in_fresh_process(index_measurement, str(target), str(extra), 5, compact)
         result["serve"] = serve_start(str(target))
         scratch = work_dir / "empty"
         shutil.rmtree(scratch, ignore_errors=True)

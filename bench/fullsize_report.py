@@ -72,6 +72,14 @@ def _index_rows(index: dict[str, Any], empty: Any) -> list[tuple[str, str]]:
         ),
         ("add one full-length book: this library / an empty one", f"{index['add_one_book_s']} s / {empty} s"),
         ("remove that book", f"{index['remove_one_book_s']} s"),
+        *_compact_rows(index),
+    ]
+
+
+def _compact_rows(index: dict[str, Any]) -> list[tuple[str, str]]:
+    if "compact" not in index:  # ``--fullsize-skip-compact``
+        return []
+    return [
         (
             f"compact {index['compact']['segments_before']} segments into one",
             f"{index['compact']['seconds']} s",
