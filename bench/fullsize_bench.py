@@ -236,20 +236,28 @@ def _window_texts(lib: Library, book_id: str) -> list[str]:
     return [store.chapter_text(ch)[s:e] for ch, s, e in lib.index.window_spans(book_id)]
 
 
-def _raw_encoder_s(lib: Library, book_ids: Sequence[str]) -> tuple[int, float]:
-    """Windows and seconds of the encoder alone (this process, its default threads) on ``book_ids``'s
-    windows."""
+def _warm_encoder() -> Any:
+    """The default config's encoder (loaded once per process), after one warm-up call."""
     from folio.dataflows.config import load_config
     from folio.nodes.backends.encoder import load_encoder
 
     config = load_config()
     encoder = load_encoder(config["embedding_model"], config.get("encoder_precision", "auto"))
     encoder.encode(["warm up the encoder"])
+    return encoder
+
+
+def _raw_encoder_s(lib: Library, book_ids: Sequence[str]) -> tuple[int, float]:
+    """Windows and seconds of the encoder alone (this process, its default threads) on ``book_ids``'s
+    windows."""
+    from folio.dataflows.config import load_config
+
+    encoder, batch_size = _warm_encoder(), int(load_config()["embedding_batch_size"])
     seconds, windows = 0.0, 0
     for book_id in book_ids:
         texts = _window_texts(lib, book_id)
         start = time.perf_counter()
-        encoder.encode(texts, int(config["embedding_batch_size"]))
+        encoder.encode(texts, batch_size)
         seconds += time.perf_counter() - start
         windows += len(texts)
     return windows, seconds
@@ -404,10 +412,8 @@ def index_library(real: Path, target: Path, windows: int) -> dict[str, Any]:
 def _warm_latency(lib: Library, rounds: int) -> dict[str, dict[str, float]]:
     """p50/p95 of ``api.search`` (k = 10) per mode, ``rounds`` rounds of ``QUERIES``, modes interleaved."""
     from folio.dataflows.api import search
-    from folio.dataflows.config import load_config
-    from folio.nodes.backends.encoder import load_encoder
 
-    encoder = load_encoder(*(load_config()[k] for k in ("embedding_model", "encoder_precision")))
+    encoder = _warm_encoder()
     index = lib.index
     times: dict[str, list[float]] = {
         "hybrid": [],
@@ -436,14 +442,11 @@ def _warm_latency(lib: Library, rounds: int) -> dict[str, dict[str, float]]:
 
 def index_measurement(library: str, book_file: str, rounds: int = 5, compact: bool = True) -> dict[str, Any]:
     """In a fresh process: the first hybrid search after opening, warm hybrid p50/p95, open files, RSS,
-    then adding ``book_file`` (real ingest) and removing it, and a compaction; the library is left with
-    the same books (its segments compacted)."""
+    then adding ``book_file`` (real ingest) and removing it, and (``compact``) a compaction; the library is
+    left with the same books (its segments compacted when ``compact``)."""
     from folio.dataflows.api import ingest, search
-    from folio.dataflows.config import load_config
-    from folio.nodes.backends.encoder import load_encoder
 
-    config = load_config()
-    load_encoder(config["embedding_model"], config.get("encoder_precision", "auto")).encode(["warm"])
+    _warm_encoder()
     start = time.perf_counter()
     lib = Library(library)
     search(QUERIES[0], library=lib, mode="hybrid", k=10)
@@ -466,16 +469,13 @@ def index_measurement(library: str, book_file: str, rounds: int = 5, compact: bo
     with lib.writer():
         lib.remove(report.ingested[0].book_id)
     out["remove_one_book_s"] = round(time.perf_counter() - start, 2)
-    if not compact:  # ``--fullsize-skip-compact``: a merge of the whole library takes long at 2 M windows
-        out["peak_rss_mb"] = peak_rss_mb()
-        lib.close()
-        return out
-    start = time.perf_counter()
-    with lib.writer():
-        before = len(index.segments())
-        index.compact()
-    out["compact"] = {"segments_before": before, "seconds": round(time.perf_counter() - start, 1)}
-    out["warm_after_compact"] = _warm_latency(lib, rounds)  # one vector segment, FTS5 optimised
+    if compact:  # not with ``--fullsize-skip-compact``: at 2 M windows this rebuilds one HNSW of them all
+        start = time.perf_counter()
+        with lib.writer():
+            before = len(index.segments())
+            index.compact()
+        out["compact"] = {"segments_before": before, "seconds": round(time.perf_counter() - start, 1)}
+        out["warm_after_compact"] = _warm_latency(lib, rounds)  # one vector segment, FTS5 optimised
     out["peak_rss_mb"] = peak_rss_mb()
     lib.close()
     return out
@@ -513,11 +513,8 @@ def serve_start(library: str) -> dict[str, float]:
 def add_to_empty(book_file: str, scratch: str) -> float:
     """Seconds to ingest ``book_file`` into an empty library (a fresh process, encoder loaded first)."""
     from folio.dataflows.api import ingest
-    from folio.dataflows.config import load_config
-    from folio.nodes.backends.encoder import load_encoder
 
-    config = load_config()
-    load_encoder(config["embedding_model"], config.get("encoder_precision", "auto")).encode(["warm"])
+    _warm_encoder()
     start = time.perf_counter()
     report = ingest([book_file], library=scratch, cache=False)
     seconds = time.perf_counter() - start
