@@ -12,7 +12,14 @@ import pytest
 
 from bench.scaling import generated_library, small_books
 from folio.dataflows.library import Library
-from folio.nodes.backends.index_search import _varint, bm25_idf
+from folio.nodes.backends import index_search
+from folio.nodes.backends.index_search import (
+    Bonus,
+    _varint,
+    bm25_idf,
+    informative_terms,
+    left_out_bound,
+)
 from folio.nodes.backends.index_store import scoped_bm25
 from tests.conftest import DATA_DIR
 
@@ -120,3 +127,73 @@ def test_a_book_searched_alone_ranks_as_in_a_library_of_its_own(
         assert [h.chunk_id for h in scoped] == [h.chunk_id for h in own]
         assert [h.score for h in scoped] == pytest.approx([h.score for h in own], rel=1e-9)
     alone.close()
+
+
+def test_informative_terms_leave_out_words_in_half_the_chunks_unless_the_rest_cannot_fill_k() -> None:
+    terms = ('"time"', '"traveller"', '"future"', '"zyx"')
+    hits = (133_190, 11_316, 11_370, 0)
+    assert informative_terms(terms, hits, 247_434, 30) == ('"traveller"', '"future"')
+    assert informative_terms(terms, (133_190, 20, 25, 0), 247_434, 30) == terms  # 25 < k: all
+    assert informative_terms(('"time"', '"came"'), (200_000, 130_000), 247_434, 10) == ('"time"', '"came"')
+
+
+def test_left_out_bound_counts_the_floor_of_each_word_and_bonuses_without_a_kept_word() -> None:
+    phrase = Bonus('"he went away"', 1.0, (frozenset({"he", "went", "away"}),))
+    run = Bonus('"then he went"', 0.25, (frozenset({"then", "he", "went"}),))
+    assert left_out_bound(2, [phrase], ["away"], 8.0) == pytest.approx(2 * 2.2e-6)
+    assert left_out_bound(1, [phrase, run], ["away"], 8.0) == pytest.approx(2.2e-6 + 8.0 * 0.25)
+    either = Bonus('"a b" OR "went on"', 1.0, (frozenset({"a", "away"}), frozenset({"went", "on"})))
+    assert left_out_bound(1, [either], ["away"], 4.0) == pytest.approx(2.2e-6 + 4.0)
+
+
+LEFT_OUT_QUERIES = (
+    "then he went away and said nothing more",
+    "said the little man to the old queen",
+    "the little old man went away",
+    "she went back to the little house",
+    "he went away",
+)
+
+
+def test_a_large_library_search_leaving_out_words_without_idf_finds_the_same_hits(
+    generated: Library, monkeypatch
+) -> None:
+    """Words in half the chunks ("little": 32 of 40, "went": 24) are left out of a large library's
+    search; the hits are the exact search's, scores within the left-out words' floor (near-ties may
+    swap), and a search whose k-th hit a left-out chunk could beat runs again with every word."""
+    index = generated.index
+    matched: list[int] = []
+    rows = index_search.IndexSearch._lexical_rows
+
+    def counting(self, conn, terms, *args):
+        matched.append(len(terms))
+        return rows(self, conn, terms, *args)
+
+    monkeypatch.setattr(index_search.IndexSearch, "_lexical_rows", counting)
+    dropped = again = 0
+    for query in LEFT_OUT_QUERIES:
+        for k in (3, 5, 10):
+            monkeypatch.setattr(index_search, "LARGE_LIBRARY_CHUNKS", 10**9)
+            exact = index.lexical(query, k)
+            monkeypatch.setattr(index_search, "LARGE_LIBRARY_CHUNKS", 1)
+            matched.clear()
+            fast = index.lexical(query, k)
+            dropped += matched[0] < len(index_search.fts_match_expression(query).split(" OR "))
+            again += len(matched) == 2
+            assert [h.score for h in fast] == pytest.approx([h.score for h in exact], abs=1e-5), query
+            boundary = exact[-1].score
+            assert {h.chunk_id for h in fast if h.score > boundary + 1e-5} == {
+                h.chunk_id for h in exact if h.score > boundary + 1e-5
+            }, query
+    assert dropped >= 10  # most of these searches did leave a word out
+    assert again >= 1, "no search ran again with every word"
+
+
+def test_only_the_k_best_by_bm25_and_chunks_holding_a_bonus_phrase_are_scored(generated: Library) -> None:
+    """The whole-library ranking (bonuses applied to the k best by bm25 and the chunks holding a bonus
+    phrase) equals every chunk scored: the per-book ranking of one-chunk books, cut to k."""
+    index = generated.index
+    for query in (*QUERIES, *LEFT_OUT_QUERIES, "the old woman said to the wolf"):
+        every = index.lexical(query, 1, per_book=True)  # each book is one chunk: all matches, all scored
+        for k in (1, 3, 10):
+            assert [h.chunk_id for h in index.lexical(query, k)] == [h.chunk_id for h in every[:k]], query

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from folio.nodes.backends.index_store import (
+    BM25_K1,
     CHUNK_COLUMNS,
     IndexStore,
     row_hit,
@@ -40,6 +42,9 @@ SHINGLE_BONUS = 0.5  # all of the query's 3-word runs held: + this share of the 
 STATS_CACHE = 256  # scopes whose term-statistics base (chunks, mean length) is kept per generation
 EXACT_MAX_WINDOWS = 50_000  # a scope up to this many windows is scored exactly, a larger one by the HNSW
 VECTOR_CACHE_BYTES = 256 * 2**20  # per-book vectors kept for scoped searches (LRU)
+LARGE_LIBRARY_CHUNKS = 20_000  # from this many chunks a whole-library search leaves out words without idf
+TERM_HITS_CACHE = 4096  # words whose library-wide chunk counts are kept per generation
+NO_IDF = 1e-6  # FTS5's bm25 idf of a word in half the rows or more
 
 
 def best_per_chunk(rowids: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -67,6 +72,36 @@ def bm25_idf(rows: int, hits: int) -> float:
     """FTS5's bm25 idf of a phrase found in ``hits`` of ``rows`` rows (never below 1e-6)."""
     idf = math.log((rows - hits + 0.5) / (hits + 0.5))
     return idf if idf > 0 else 1e-6
+
+
+@dataclass(frozen=True)
+class Bonus:
+    """A lexical bonus: the MATCH ``expression`` of its phrases, its ``weight`` (in units of the best
+    bm25) and each phrase's tokens (``alternatives``: a chunk holding any one earns it)."""
+
+    expression: str
+    weight: float
+    alternatives: tuple[frozenset[str], ...]
+
+
+def informative_terms(terms: Sequence[str], hits: Sequence[int], rows: int, k: int) -> tuple[str, ...]:
+    """The MATCH terms worth scanning in a whole-library search of ``rows`` chunks: those FTS5's bm25
+    gives an idf (found in fewer than half the chunks: "time" in 133,000 of 247,000 adds at most 2.2e-6
+    to a score yet costs a scan and a score of every chunk holding it); all of them when none has one or
+    the kept ones cannot fill ``k`` hits."""
+    kept = [(t, h) for t, h in zip(terms, hits, strict=True) if h and bm25_idf(rows, h) > NO_IDF]
+    if not kept or max(h for _, h in kept) < k:
+        return tuple(terms)
+    return tuple(t for t, _ in kept)
+
+
+def left_out_bound(dropped: int, bonuses: Sequence[Bonus], kept: Collection[str], best: float) -> float:
+    """The most a chunk holding none of the ``kept`` words can score: ``dropped`` words without idf
+    (each at most ``NO_IDF * (k1 + 1)``) and the bonuses with a phrase holding no kept word, in units of
+    ``best``. A search that left words out is exact when its ``k``-th hit scores above this."""
+    words = set(kept)
+    own = sum(b.weight for b in bonuses if any(not a & words for a in b.alternatives))
+    return dropped * NO_IDF * (BM25_K1 + 1) + best * own
 
 
 class IndexSearch(IndexStore):
@@ -115,6 +150,10 @@ class IndexSearch(IndexStore):
                 del self._by_generation[old]
         return value
 
+    def _chunk_count(self, conn: Any) -> int:
+        sql = "SELECT count(*) FROM chunks"
+        return int(self._cached(conn, "chunk_count", lambda c: c.execute(sql).fetchone()[0]))
+
     def _bm25_sql(
         self, conn: Any, terms: Sequence[str], scope: tuple[str, list[object]]
     ) -> tuple[str, list[object], int]:
@@ -123,14 +162,47 @@ class IndexSearch(IndexStore):
         (chunks, mean length, each term's chunks in scope), so a book searched alone ranks as if indexed
         alone and books searched together share one set of statistics."""
         if not scope[0]:
-            count = self._cached(
-                conn, "chunk_count", lambda c: int(c.execute("SELECT count(*) FROM chunks").fetchone()[0])
-            )
-            return "-bm25(chunks_fts)", [], count
+            return "-bm25(chunks_fts)", [], self._chunk_count(conn)
         rows, avgdl = self._scope_stats(conn, scope)
         hits = self._per_expression(conn, "(SELECT count(*) {})", terms, scope)
         idfs = [bm25_idf(rows, int(h)) for h in hits]
         return f"scoped_bm25(chunks_fts, ?{', ?' * len(idfs)})", [avgdl, *idfs], rows
+
+    def _term_hits(self, conn: Any, terms: Sequence[str]) -> list[int]:
+        """The library's chunks holding each MATCH term (cached per generation, ``TERM_HITS_CACHE``)."""
+        sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+
+        def count(term: str) -> int:
+            return int(self._cached(conn, "hits:" + term, lambda c: c.execute(sql, (term,)).fetchone()[0]))
+
+        hits = [count(t) for t in terms]
+        with self._lock:
+            held = [key for key in self._by_generation if key.startswith("hits:")]
+            for old in held[: max(0, len(held) - TERM_HITS_CACHE)]:
+                del self._by_generation[old]
+        return hits
+
+    def _searched_terms(self, conn: Any, terms: Sequence[str], scoped: bool, k: int) -> tuple[str, ...]:
+        """The terms a search matches: all of them, except in a whole-library search of a large library
+        (``LARGE_LIBRARY_CHUNKS``), where words without idf are left out (``informative_terms``)."""
+        if scoped or len(terms) < 2:
+            return tuple(terms)
+        rows = self._chunk_count(conn)
+        if rows < LARGE_LIBRARY_CHUNKS:
+            return tuple(terms)
+        return informative_terms(terms, self._term_hits(conn, terms), rows, k)
+
+    def _bonuses(self, conn: Any, query: str, books: tuple[str, list[object]]) -> list[Bonus]:
+        """The query's phrase and shingle bonuses held by some chunk of the books searched."""
+        bonuses: list[Bonus] = []
+        phrases = fts_phrases(query)
+        phrase = fts_phrase_expression(phrases)
+        if phrase is not None:
+            bonuses.append(Bonus(phrase, PHRASE_BONUS, tuple(frozenset(p) for p in phrases)))
+        runs = {fts_phrase_expression((s,)) or "": s for s in fts_shingles(query)}
+        present = self._present(conn, list(runs), books)
+        bonuses.extend(Bonus(e, SHINGLE_BONUS / len(present), (frozenset(runs[e]),)) for e in present)
+        return bonuses
 
     def lexical(
         self,
@@ -148,6 +220,9 @@ class IndexSearch(IndexStore):
         in units of the best ``-bm25`` in scope, ``PHRASE_BONUS`` when it holds one of
         ``fts_phrases(query)`` verbatim and ``SHINGLE_BONUS`` times the share of ``fts_shingles(query)``
         it holds: a chunk holding the line typed ranks above every chunk that only repeats its words.
+        A whole-library search of a large library first leaves out words without idf
+        (``_searched_terms``) and falls back to all the words unless its ``k``-th hit beats any chunk it
+        left out (``left_out_bound``): the same hits, without scoring every chunk that says "time".
         """
         expression = fts_match_expression(query)
         if expression is None or k <= 0 or (book_ids is not None and not book_ids):
@@ -157,46 +232,71 @@ class IndexSearch(IndexStore):
         scope = sql_scope(book_ids, chapter_ids)
         books = sql_scope(book_ids, None)  # statistics and bonus runs: the books' (chapters only filter)
         with self._reading() as conn:
-            bonuses: list[tuple[str, float]] = []
-            phrase = fts_phrase_expression(fts_phrases(query))
-            if phrase is not None:
-                bonuses.append((phrase, PHRASE_BONUS))
-            shingles = self._present(
-                conn, [fts_phrase_expression((s,)) or "" for s in fts_shingles(query)], books
+            bonuses = self._bonuses(conn, query, books)
+            terms = expression.split(" OR ")
+            kept = terms if per_book else self._searched_terms(conn, terms, bool(books[0]), k)
+            rows = self._lexical_rows(conn, kept, bonuses, (scope, books), k, per_book)
+            if len(kept) < len(terms):
+                words = [t.strip('"') for t in kept]
+                best = rows[0][9] if rows else 0.0
+                bound = left_out_bound(len(terms) - len(kept), bonuses, words, best)
+                if len(rows) < k or rows[-1][8] <= bound:
+                    rows = self._lexical_rows(conn, terms, bonuses, (scope, books), k, per_book)
+            return [row_hit(row, row[8]) for row in rows]
+
+    def _lexical_rows(
+        self,
+        conn: Any,
+        terms: Sequence[str],
+        bonuses: Sequence[Bonus],
+        scopes: tuple[tuple[str, list[object]], tuple[str, list[object]]],
+        k: int,
+        per_book: bool,
+    ) -> list[tuple]:
+        """The ranked rows (``CHUNK_COLUMNS``, score, best ``-bm25`` in scope) of one lexical statement
+        matching any of ``terms``."""
+        scope, books = scopes
+        bonus_sql = " + ".join(f"{b.weight!r} * (b.r IN (SELECT r FROM p{i}))" for i, b in enumerate(bonuses))
+        bm25, bm25_params, rows = self._bm25_sql(conn, terms, books)
+        join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if scope[0] else ""
+        phrases = "".join(
+            f"p{i} AS MATERIALIZED (SELECT rowid AS r FROM chunks_fts WHERE chunks_fts MATCH ?), "
+            for i in range(len(bonuses))
+        )
+        # without per_book, only the k best by bm25 and the chunks holding a bonus phrase can rank first
+        held = " UNION ".join(f"SELECT r FROM p{i}" for i in range(len(bonuses)))
+        candidates = (
+            "b"
+            if per_book or not bonuses
+            else f"(SELECT * FROM (SELECT r, s FROM b ORDER BY s DESC, r LIMIT {int(k)}) "
+            f"UNION SELECT r, s FROM b WHERE r IN ({held})) AS b"
+        )
+        head = (
+            f"WITH b AS MATERIALIZED (SELECT chunks_fts.rowid AS r, {bm25} AS s FROM chunks_fts{join} "
+            f"WHERE chunks_fts MATCH ?{scope[0]}), {phrases}"
+            "top AS (SELECT max(max(s), ?) AS best FROM b), "
+            f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score, top.best AS best "
+            f"FROM {candidates} JOIN top)"
+        )
+        if per_book:  # at most k of each book
+            sql = (
+                f"{head}, ranked AS (SELECT scored.r AS r, scored.score AS score, scored.best AS best, "
+                "ROW_NUMBER() OVER (PARTITION BY c.book_id ORDER BY scored.score DESC, c.rowid) AS n "
+                "FROM scored JOIN chunks c ON c.rowid = scored.r) "
+                f"SELECT {CHUNK_COLUMNS}, ranked.score, ranked.best FROM ranked "
+                "JOIN chunks c ON c.rowid = ranked.r WHERE ranked.n <= ? ORDER BY ranked.score DESC, c.rowid"
             )
-            bonuses.extend((s, SHINGLE_BONUS / len(shingles)) for s in shingles)
-            bonus_sql = " + ".join(
-                f"{weight!r} * (b.r IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))"
-                for _, weight in bonuses
+        else:
+            sql = (
+                f"{head}, best AS (SELECT r, score, best FROM scored ORDER BY score DESC, r LIMIT ?) "
+                f"SELECT {CHUNK_COLUMNS}, best.score, best.best FROM best JOIN chunks c ON c.rowid = best.r "
+                "ORDER BY best.score DESC, c.rowid"
             )
-            bm25, bm25_params, rows = self._bm25_sql(conn, expression.split(" OR "), books)
-            join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if scope[0] else ""
-            head = (
-                f"WITH b AS MATERIALIZED (SELECT chunks_fts.rowid AS r, {bm25} AS s FROM chunks_fts{join} "
-                f"WHERE chunks_fts MATCH ?{scope[0]}), "
-                "top AS (SELECT max(max(s), ?) AS best FROM b), "
-                f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score "
-                "FROM b JOIN top)"
-            )
-            if per_book:  # at most k of each book
-                sql = (
-                    f"{head}, ranked AS (SELECT scored.r AS r, scored.score AS score, ROW_NUMBER() OVER "
-                    "(PARTITION BY c.book_id ORDER BY scored.score DESC, c.rowid) AS n "
-                    "FROM scored JOIN chunks c ON c.rowid = scored.r) "
-                    f"SELECT {CHUNK_COLUMNS}, ranked.score FROM ranked JOIN chunks c ON c.rowid = ranked.r "
-                    "WHERE ranked.n <= ? ORDER BY ranked.score DESC, c.rowid"
-                )
-            else:
-                sql = (
-                    f"{head}, best AS (SELECT r, score FROM scored ORDER BY score DESC, r LIMIT ?) "
-                    f"SELECT {CHUNK_COLUMNS}, best.score FROM best JOIN chunks c ON c.rowid = best.r "
-                    "ORDER BY best.score DESC, c.rowid"
-                )
-            rare = math.log(max(rows - 0.5, 1.5) / 1.5)  # idf of a word in one chunk: the least bonus
-            params: list[object] = [*bm25_params, expression, *scope[1], rare]
-            params.extend(e for e, _ in bonuses)
-            params.append(int(k))
-            return [row_hit(row, row[8]) for row in conn.execute(sql, params)]
+        rare = math.log(max(rows - 0.5, 1.5) / 1.5)  # idf of a word in one chunk: the least bonus
+        params: list[object] = [*bm25_params, " OR ".join(terms), *scope[1]]
+        params.extend(b.expression for b in bonuses)
+        params.extend([rare, int(k)])
+        return list(conn.execute(sql, params))
 
     def books_holding(self, text: str, book_ids: Collection[str] | None = None) -> frozenset[str]:
         """The books (of ``book_ids``) some chunk of which holds the words of ``text`` in this order."""
