@@ -152,6 +152,9 @@ LEFT_OUT_QUERIES = (
     "the little old man went away",
     "she went back to the little house",
     "he went away",
+    "she went to the old queen",  # "went to the" holds no kept word: a left-out chunk could rank
+    "he went to the little house",
+    "so she went up to the door",
 )
 
 
