@@ -242,6 +242,7 @@ def _unit_scores(
     titles = [windows[w].chapter_title if TITLE_CONTEXT else "" for w, _ in keys]
     found_list, weight = found_terms(question, [windows[w].texts[i] for w, i in keys], titles)
     found = dict(zip(keys, found_list, strict=True))
+    focus = scoring.focus_terms(question)
     kind = asked(question)
     qwords = frozenset(words(question))
     typed = answer_type(question)
@@ -262,7 +263,7 @@ def _unit_scores(
                 continue
             covered = frozenset().union(*(found[(w, x)] for x in range(i, j + 1)))
             v = (
-                scoring.WORDS_WEIGHT * sum(weight[t] for t in covered)
+                scoring.WORDS_WEIGHT * scoring.focused(covered, weight, focus)
                 - UNIT_PENALTY * (j - i)
                 + max(cue[(w, x)] for x in range(i, j + 1))
                 - RANK_PRIOR * min(inside)

@@ -27,13 +27,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from folio.nodes.backends.answer_types import answer_type, type_cue
-from folio.nodes.core.text import content_words, fold, named_phrases, stem, words
+from folio.nodes.core.text import (
+    QUESTION_STOPWORDS,
+    base_words,
+    content_words,
+    fold,
+    named_phrases,
+    stem,
+    words,
+)
 
 # --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
 MEANING_WEIGHT = 0.1
 WORDS_WEIGHT = 1.0
 KIND_WEIGHT = 0.05
 TYPE_WEIGHT = 0.1  # a text holding an answer of the asked type (``nodes/backends/answer_types.py``)
+FOCUS_SHARE = 0.5  # a text holding the question's names but none of its other words counts this share
 
 
 _TIME = frozenset(
@@ -420,13 +429,70 @@ def found_terms(
     return found, {t: w / total for t, w in weight.items()}
 
 
+_DETERMINERS = frozenset(["a", "an", "the"])
+
+
+def _verb_like(word: str) -> bool:
+    """A form that ends a noun phrase: a past form ("used", "made", "written"), a question stop word."""
+    return word in QUESTION_STOPWORDS or word in _IRREGULAR or (word.endswith("ed") and len(word) > 4)
+
+
+def subject_terms(question: str) -> tuple[frozenset[str], bool]:
+    """(stems, all needed) of what a question is about: the content words of its last "of" phrase ("the
+    boiling point of ethanol" -> ethanol, "the chemical formula of table salt" -> table, salt), all of
+    them needed; else its content words (question stop words out), any one of them enough."""
+    ws = base_words(question)
+    for i in range(len(ws) - 1, -1, -1):
+        if ws[i] != "of":
+            continue
+        j = i + 1
+        while j < len(ws) and ws[j] in _DETERMINERS:
+            j += 1
+        phrase = []
+        while j < len(ws) and not _verb_like(ws[j]):
+            phrase.append(ws[j])
+            j += 1
+        if phrase:
+            return frozenset(stem(w) for w in phrase), True
+    return frozenset(stem(_IRREGULAR.get(w, w)) for w in ws if w not in QUESTION_STOPWORDS), False
+
+
+def holds_subject(question: str, text: str) -> bool:
+    """Whether ``text`` (an article's title and cited passage) holds what the question is about
+    (``subject_terms``, light stems, "gastropod" in "Gastropoda"); a question of nothing but stop words
+    has no subject to check."""
+    terms, every = subject_terms(question)
+    if not terms:
+        return True
+    own = _lemma_stems(text)
+    held = [_matches(t, own, _extended(own)) for t in terms]
+    return all(held) if every else any(held)
+
+
+def focus_terms(question: str) -> frozenset[str]:
+    """The question's content stems that are not its names': what it asks about the subject ("What did
+    the Mad Hatter say about time?" -> time)."""
+    names = frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
+    return _lemma_stems(question) - names if names else frozenset()
+
+
+def focused(found: frozenset[str], weight: dict[str, float], focus: frozenset[str]) -> float:
+    """The weight of the stems a text holds; ``FOCUS_SHARE`` of it when the question asks about
+    something besides its names (``focus``) and the text holds none of it: a sentence that only names
+    the subject ("I've seen hatters before ... mad") repeats the question and adds nothing."""
+    total = sum(weight[t] for t in found)
+    return total * FOCUS_SHARE if focus and not found & focus else total
+
+
 def word_scores(question: str, texts: Sequence[str]) -> tuple[float, ...]:
     """Share of the question's content stems in each text, each stem weighted by its rarity among
-    ``texts`` (a stem in every text counts least) and a stem of a name in the question counting double."""
+    ``texts`` (a stem in every text counts least) and a stem of a name in the question counting double;
+    a text holding none of what the question asks about besides its names counts ``FOCUS_SHARE``."""
     if not texts:
         return ()
     found, weight = found_terms(question, texts)
-    return tuple(sum(weight[t] for t in f) for f in found)
+    focus = focus_terms(question)
+    return tuple(focused(f, weight, focus) for f in found)
 
 
 def relevance(question: str, texts: Sequence[str], encoder: Any = None) -> tuple[float, ...]:
