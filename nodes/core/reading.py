@@ -20,8 +20,9 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   sentence read under its chapter title (``TITLE_CONTEXT``: "in Rumpelstiltskin" is found in that
   story's sentences, which never name it; ``sentence_scoring.found_terms``'s contexts) (two
   sentences together cover a question that spreads over them, and the answer often follows the
-  sentence that repeats the question), minus ``UNIT_PENALTY`` for the second sentence, plus the kind,
-  minus ``RANK_PRIOR`` per retrieval rank of the chunk, a lone sentence over ``LONG_SENTENCE`` words
+  sentence that repeats the question; a unit holding the question's names and none of its other words
+  counts ``sentence_scoring.FOCUS_SHARE`` of them), minus ``UNIT_PENALTY`` for the second sentence, plus
+  the kind, minus ``RANK_PRIOR`` per retrieval rank of the chunk, a lone sentence over ``LONG_SENTENCE`` words
   (Moby-Dick's 140-word sentences) scaled down by its length; the ``PREFILTER`` best units gain their
   meaning (one encode). A passage is the best unit not yet taken, the predecessors a pronoun needs,
   then the sentences that follow while they fit ``max_words``. The encodes go through

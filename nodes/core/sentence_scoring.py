@@ -12,6 +12,13 @@ question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/k
   for no type scores as it did without this cue.
 - ``found_terms(question, texts)``: the question's stems each text holds and each stem's weight, the
   base of ``word_scores`` and of the book reader's unit scores.
+- ``focus_terms`` / ``focused``: a question with names asks something about them ("What did the Mad
+  Hatter say about time?" asks about time); a text holding its names but none of its other words (the
+  focus) only repeats the subject and counts ``FOCUS_SHARE`` of its words' weight (issue 27: "I've seen
+  hatters before ... mad" gives way to the Hatter's lines about time).
+- ``subject_terms`` / ``holds_subject``: what a question without names is about (its last "of" phrase,
+  "the boiling point of ethanol" -> ethanol, all of it needed; else any content word), which a Kiwix
+  article must hold to be cited (``nodes/query/source_fusion.py``).
 - ``needs_previous(text)``: the sentence cannot be read alone (it opens with a pronoun, "He", "She",
   "This", "Their", or in lower case, or closes a quotation it did not open).
 
