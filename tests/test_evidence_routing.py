@@ -47,11 +47,11 @@ def test_the_subject_of_a_question_without_names_is_its_of_phrase_or_its_content
     assert salt == (frozenset({"table", "salt"}), True)
     assert subject_terms("What is the shell of a bivalve made of?") == (frozenset({"bivalve"}), True)
     assert subject_terms("What is the scientific study of crustaceans called?")[0] == {"crustacean"}
-    assert subject_terms("Who invented the telephone?") == (frozenset({"invent", "telephone"}), False)
+    assert subject_terms("Who invented the telephone?") == (frozenset({"telephone"}), False)
     assert holds_subject("How many families of gastropods are known?", "Gastropoda\nThere are 721 families.")
     assert not holds_subject("What is the chemical formula of table salt?", "Oxygen\nIn the periodic table")
     assert holds_subject("Who invented the telephone?", "Telephone\nThe first telephones were ...")
-    assert not holds_subject("Who invented the telephone?", "Historia\nGeoffrey wrote it in 1136.")
+    assert not holds_subject("Who invented the telephone?", "Historia\nGeoffrey invented the tale in 1136.")
 
 
 def test_an_article_without_the_subject_of_a_question_without_names_is_not_cited() -> None:

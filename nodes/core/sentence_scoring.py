@@ -447,7 +447,8 @@ def _verb_like(word: str) -> bool:
 def subject_terms(question: str) -> tuple[frozenset[str], bool]:
     """(stems, all needed) of what a question is about: the content words of its last "of" phrase ("the
     boiling point of ethanol" -> ethanol, "the chemical formula of table salt" -> table, salt), all of
-    them needed; else its content words (question stop words out), any one of them enough."""
+    them needed; else its content words (question stop words and past forms out: "Who invented the
+    telephone?" -> telephone), any one of them enough."""
     ws = base_words(question)
     for i in range(len(ws) - 1, -1, -1):
         if ws[i] != "of":
@@ -461,7 +462,9 @@ def subject_terms(question: str) -> tuple[frozenset[str], bool]:
             j += 1
         if phrase:
             return frozenset(stem(w) for w in phrase), True
-    return frozenset(stem(_IRREGULAR.get(w, w)) for w in ws if w not in QUESTION_STOPWORDS), False
+    content = [w for w in ws if w not in QUESTION_STOPWORDS]
+    nouns = [w for w in content if not _verb_like(w)] or content  # "invented" is not what it is about
+    return frozenset(stem(_IRREGULAR.get(w, w)) for w in nouns), False
 
 
 def holds_subject(question: str, text: str) -> bool:
