@@ -27,9 +27,6 @@
   answer notes that no other source was configured.
 - Evidence rule: no book-specific answer without retrieved evidence. Insufficient evidence (see
   ``nodes/query/book_flow.py``) gives "I could not find support for this in the books." and what was searched.
-  So do extractive passages that hold the question's names and no word of what it asks about them
-  (``NAMES_ONLY_REFUSED``, ``sentence_scoring.unsaid_focus``: "In which city did the Square of Flatland
-  go to university?" finds only lines naming Flatland), with a note saying what was found.
 
 The final ``answer`` takes the fused text of all sources (``nodes/query/source_fusion.py``), their
 citations in
