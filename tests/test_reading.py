@@ -18,7 +18,6 @@ from folio.nodes.core.sentence_scoring import (
     kind_cue,
     needs_previous,
     relevance,
-    unsaid_focus,
     word_count,
     word_scores,
 )
@@ -272,13 +271,3 @@ def test_a_sentence_that_only_names_the_subject_gives_way_to_one_about_what_is_a
     assert (first.chapter_title == "CHAPTER VII. A Mad Tea-Party") == (focus_share < 1.0)
     if focus_share < 1.0:
         assert "time" in passages[0].text and "Hatter" in passages[0].text
-
-
-def test_passages_naming_only_the_subject_say_nothing_of_what_is_asked() -> None:
-    question = "In which city did the Square of Flatland go to university?"
-    note = unsaid_focus(question, ["PART I\nI call our world Flatland, the Square said."])
-    assert note == "Found Square, Flatland in the books, but no passage says anything of city, go, university"
-    assert (
-        unsaid_focus(question, ["PART I\nI call our world Flatland.", "The universities of Flatland"]) is None
-    )
-    assert unsaid_focus("Why is the sky blue?", ["Nothing of it."]) is None  # no names: no subject

@@ -494,22 +494,6 @@ def focused(found: frozenset[str], weight: dict[str, float], focus: frozenset[st
     return total * FOCUS_SHARE if focus and not found & focus else total
 
 
-def unsaid_focus(question: str, texts: Sequence[str]) -> str | None:
-    """The note when the question asks about something besides its names (``focus_terms``) and none of
-    ``texts`` (the passages read, each with its chapter title) holds a word of it: the books name the
-    subject but say nothing of what is asked; None otherwise."""
-    focus = focus_terms(question)
-    if not focus or not texts:
-        return None
-    for text in texts:
-        own = _lemma_stems(text)
-        if any(_matches(t, own, _extended(own)) for t in focus):
-            return None
-    asked_words = dict.fromkeys(w for w in content_words(question) if stem(_IRREGULAR.get(w, w)) in focus)
-    names = ", ".join(named_phrases(question))
-    return f"Found {names} in the books, but no passage says anything of {', '.join(asked_words)}"
-
-
 def word_scores(question: str, texts: Sequence[str]) -> tuple[float, ...]:
     """Share of the question's content stems in each text, each stem weighted by its rarity among
     ``texts`` (a stem in every text counts least) and a stem of a name in the question counting double;

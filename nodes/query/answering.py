@@ -66,7 +66,6 @@ from folio.nodes.core.citing import (
     reply_text,
 )
 from folio.nodes.core.reading import Passage, Quote, answer_passages, read_book
-from folio.nodes.core.sentence_scoring import unsaid_focus
 from folio.nodes.core.text import coverage, stems
 from folio.nodes.core.types import (
     NO_RESULTS,
@@ -344,23 +343,11 @@ def _extractive_result(
     notes: Sequence[str] = (),
 ) -> SourceResult:
     all_notes = (*evidence.notes, *notes)
-    unsaid = _unsaid(route.question, passages) if evidence.sufficient else None
-    if not evidence.sufficient or unsaid:
-        why = [n for n in (*evidence.notes, unsaid or "") if n.startswith(WHY_PREFIXES)]
+    if not evidence.sufficient:
+        why = [n for n in evidence.notes if n.startswith(WHY_PREFIXES)]
         return _book_result(route, _not_found(evidence.searched, why), (), catalog, all_notes)
     text, citations = _extractive(passages, max_words)
     return _book_result(route, _named(evidence, text), citations, catalog, all_notes)
-
-
-NAMES_ONLY_REFUSED = True  # passages naming only the question's subject do not answer it
-
-
-def _unsaid(question: str, passages: Sequence[Passage]) -> str | None:
-    """The note when the passages read hold the question's names and nothing of what it asks
-    (``sentence_scoring.unsaid_focus``), else None."""
-    if not NAMES_ONLY_REFUSED:
-        return None
-    return unsaid_focus(question, [f"{p.quotes[0].chapter_title}\n{p.text}" for p in passages if p.quotes])
 
 
 def _overview_result(
