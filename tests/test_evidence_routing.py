@@ -143,3 +143,12 @@ def test_a_question_nothing_answers_says_which_books_and_archives_were_searched(
     searched = lines[lines.index("Searched:") + 1 :]
     assert any("The Great Big Treasury of Beatrix Potter" in line and "Zorblax" in line for line in searched)
     assert any(line.startswith("- kiwix (") and "Zorblax" in line for line in searched)
+
+
+def test_the_reader_answers_why_cooee_mattered_with_the_line_about_the_cry(sherlock_library) -> None:
+    # issue 27 point 5 (the focus cue): the best-ranked passage names McCarthy and Boscombe Valley and
+    # says nothing of the cry; the one that answers says 'Cooee' is an Australian cry
+    from folio.dataflows.asking import ask
+
+    answer = ask("Why was the cry Cooee important in the Boscombe Valley case?", library=sherlock_library)
+    assert "distinctly Australian cry" in answer.answer
