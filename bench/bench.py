@@ -519,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fullsize-parts", default="ingest,index,dask", help="which parts of the fullsize section to run"
     )
+    parser.add_argument(
+        "--fullsize-skip-compact", action="store_true", help="leave out the whole-library compaction"
+    )
     args = parser.parse_args(argv)
     data_dir = Path(args.data).resolve()
     work = Path(tempfile.mkdtemp(prefix="folio-bench-"))
@@ -548,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                 windows=args.fullsize_windows,
                 out_dir=Path(args.plots) if args.plots else Path(args.fullsize_work).resolve() / "out",
                 parts=tuple(args.fullsize_parts.split(",")),
+                compact=not args.fullsize_skip_compact,
             ),
         }
         for section, bench in sections.items():

@@ -21,13 +21,13 @@ def _ingest_rows(ingest: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("real ingest wall; windows/s", f"{ingest['wall_s']:,} s; {ingest['ingest_windows_per_s']}"),
     ]
-    if "paired" in ingest:
-        p = ingest["paired"]
+    if "raw_encoder" in ingest:
+        raw = ingest["raw_encoder"]
         rows.append(
             (
-                f"ingest / raw encoder windows/s (same windows, {p['books']} books)",
-                f"{p['ingest_windows_per_s']} / {p['raw_encoder_windows_per_s']} "
-                f"(**{p['ingest_over_raw']:.2f}x**)",
+                f"ingest / raw encoder windows/s (raw: {raw['books']} of the books' windows)",
+                f"{ingest['ingest_windows_per_s']} / {raw['windows_per_s']} "
+                f"(**{raw['ingest_over_raw']:.2f}x**)",
             )
         )
     if "eta_after_10pct" in ingest:
@@ -40,7 +40,7 @@ def _ingest_rows(ingest: dict[str, Any]) -> list[tuple[str, str]]:
         )
     rows.append(
         (
-            "ingest peak RSS / library on disk",
+            "ingest peak RSS (all its processes) / library on disk",
             f"{ingest['peak_rss_mb']:,} MB / {ingest['library_disk_mb']:,} MB",
         )
     )
@@ -72,6 +72,14 @@ def _index_rows(index: dict[str, Any], empty: Any) -> list[tuple[str, str]]:
         ),
         ("add one full-length book: this library / an empty one", f"{index['add_one_book_s']} s / {empty} s"),
         ("remove that book", f"{index['remove_one_book_s']} s"),
+        *_compact_rows(index),
+    ]
+
+
+def _compact_rows(index: dict[str, Any]) -> list[tuple[str, str]]:
+    if "compact" not in index:  # ``--fullsize-skip-compact``
+        return []
+    return [
         (
             f"compact {index['compact']['segments_before']} segments into one",
             f"{index['compact']['seconds']} s",
@@ -91,6 +99,14 @@ def fullsize_table(result: dict[str, Any]) -> str:
         rows += _ingest_rows(result["real_ingest"])
     if result.get("index"):
         rows += _index_rows(result["index"], result.get("add_to_empty_s", "-"))
+    serve = result.get("serve")
+    if serve:
+        rows.append(
+            (
+                "`folio serve` on it: answering after / first search / first ask",
+                f"{serve['ready_s']} s / {serve['first_search_s']} s / {serve['first_ask_s']} s",
+            )
+        )
     dask = result.get("dask")
     if dask:
         rows.append(
@@ -100,6 +116,15 @@ def fullsize_table(result: dict[str, Any]) -> str:
                 f"({dask['dask_over_local']}x)",
             )
         )
+        if "dask_over_local_against_raw" in dask:
+            rows.append(
+                (
+                    "Dask / local, each against the raw encoder measured between its batches",
+                    f"{dask['dask_2_workers']['raw_encoder']['ingest_over_raw']:.2f} / "
+                    f"{dask['local']['raw_encoder']['ingest_over_raw']:.2f} "
+                    f"({dask['dask_over_local_against_raw']}x)",
+                )
+            )
     return "\n".join(["| measure | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
 
 

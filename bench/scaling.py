@@ -367,6 +367,29 @@ def rss_mb() -> float:
     return 0.0
 
 
+def tree_rss_mb(root: int | None = None) -> float:
+    """Resident memory of a process and all its descendants now, in MB (``/proc``; pages shared between
+    processes count in each)."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text(encoding="utf-8").splitlines()
+        except OSError:  # the process ended while we looked
+            continue
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+        parent[int(entry.name)] = int(fields.get("PPid", "0").strip() or 0)
+        rss[int(entry.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
+    tree, frontier = set(), [root if root is not None else os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        tree.add(pid)
+        frontier += [child for child, up in parent.items() if up == pid and child not in tree]
+    return round(sum(rss.get(pid, 0) for pid in tree) / 1024, 1)
+
+
 def _elapsed_ms(call: Callable[[], Any]) -> float:
     start = time.perf_counter()
     call()

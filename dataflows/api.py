@@ -134,7 +134,8 @@ def ingest(
 
     Folders expand to the books below them; several books run in parallel on the config's
     ``executor`` (``dataflows.parallel``), one book or ``workers: 1`` in-process. With ``cache``
-    (default), unchanged work is reused from the library's node-result cache.
+    (default), unchanged work is reused from the library's node-result cache and windows already
+    encoded from its window-embedding cache; ``cache=False`` computes every node and window afresh.
     """
     from folio.dataflows.parallel import ingest_books  # Hamilton's driver: not for `folio books`
 

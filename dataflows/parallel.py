@@ -1,8 +1,8 @@
 """Library-scale ingest: the library DAG (``nodes.ingest.collection``) on an executor chosen by config.
 
-``executor: local`` runs the books on a process pool sized by ``workers`` (default: one per 4 cores this
-process may use, ``backends.workers.default_workers``: one worker's encoder keeps several cores busy, so
-2 cores ingest in-process), each worker limited to ``cores // workers`` torch threads; ``executor: dask`` runs
+``executor: local`` runs the books on a process pool sized by ``workers`` (default: one per 2 cores this
+process may use and at least two, in-process below 1 MB of book files: ``backends.workers.default_workers``),
+each worker limited to ``cores // workers`` torch threads; ``executor: dask`` runs
 the same DAG on ``dask.distributed`` (``dask_scheduler``, or a ``LocalCluster`` of ``workers``
 processes when it is null). A single book, or ``workers: 1``, runs in-process (no start-up cost).
 
@@ -46,7 +46,7 @@ from folio.dataflows.library import Library
 from folio.dataflows.registry import build, driver_for, settings_inputs
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.progress import BarProgress, Progress
-from folio.nodes.backends.workers import available_cores, pool_size
+from folio.nodes.backends.workers import available_cores, pool_size, source_bytes
 from folio.nodes.core.types import BookOutcome, FolioError, StagedBook, interrupted
 
 POLL_SECONDS = 0.05
@@ -76,6 +76,9 @@ class BookProgress(Progress):
         self._chunks += n_chunks
         self._bar.set_postfix_str(f"{self._chunks} chunks", refresh=False)
         self._bar.update(1)
+
+    def book_finished(self, source_file: str, n_chunks: int) -> None:
+        self.book_done(n_chunks)
 
     def close(self) -> None:
         self._bar.close()
@@ -115,8 +118,10 @@ class BookInstaller(lifecycle.TaskReturnHook):
             finally:
                 shutil.rmtree(outcome.staged.directory, ignore_errors=True)
         self.results[outcome.source_file] = result
-        if isinstance(self.progress, BookProgress):
-            self.progress.book_done(result.n_chunks if isinstance(result, StagedBook) else 0)
+        if self.progress is not None:
+            self.progress.book_finished(
+                outcome.source_file, result.n_chunks if isinstance(result, StagedBook) else 0
+            )
 
     def run_after_task_return(
         self, *, result: Any, success: bool, purpose: NodeGroupPurpose, **kwargs: Any
@@ -246,13 +251,16 @@ class LibraryDaskExecutor(executors.TaskExecutor):
         return len(self.active) < capacity
 
 
-def _remote_executor(config: Mapping[str, Any], n_books: int | None) -> executors.TaskExecutor:
-    """The executor for the per-book tasks named by ``executor``; in-process for one book or one worker."""
+def _remote_executor(
+    config: Mapping[str, Any], n_books: int | None, book_bytes: int | None = None
+) -> executors.TaskExecutor:
+    """The executor for the per-book tasks named by ``executor``; in-process for one book, one worker or
+    (by default) a small ingest (``backends.workers.pool_size``)."""
     kind = config.get("executor", "local")
     if kind not in EXECUTORS:
         raise FolioError("executor", f"unknown executor {kind!r}: use local or dask")
     workers = config.get("workers")
-    size = pool_size(n_books if n_books is not None else 2**31, workers, available_cores())
+    size = pool_size(n_books if n_books is not None else 2**31, workers, available_cores(), book_bytes)
     if kind == "dask":
         if importlib.util.find_spec("distributed") is None:
             raise FolioError("executor", "dask is missing: pip install 'dask[distributed]'")
@@ -264,11 +272,16 @@ def _remote_executor(config: Mapping[str, Any], n_books: int | None) -> executor
 
 
 def library_driver(
-    config: Mapping[str, Any], n_books: int | None = None, installer: BookInstaller | None = None
+    config: Mapping[str, Any],
+    n_books: int | None = None,
+    installer: BookInstaller | None = None,
+    book_bytes: int | None = None,
 ) -> driver.Driver:
-    """The library-ingest DAG with its executor (``n_books`` sizes it; ``None``: as if many)."""
+    """The library-ingest DAG with its executor (``n_books`` and ``book_bytes`` size it; ``None``: as if
+    many)."""
     adapters = (installer,) if installer is not None else ()
-    return build("library", config, adapters=adapters, remote_executor=_remote_executor(config, n_books))
+    executor = _remote_executor(config, n_books, book_bytes)
+    return build("library", config, adapters=adapters, remote_executor=executor)
 
 
 # --- one book -----------------------------------------------------------------------------------
@@ -294,12 +307,13 @@ def ingest_one_book(
         logging.getLogger("hamilton").setLevel(logging.CRITICAL)
     hint = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in Path(path).stem)  # any bytes
     staging = Library(library_path).new_staging_dir(hint)
+    reuse_windows = cache_enabled  # without the cache every window is encoded afresh, too
     if not _is_utf8(path):  # Hamilton's cache fingerprints its inputs as UTF-8: this book runs uncached
         cache_enabled = False
     try:
         cache_lib = Library(cache_library)
         dr = driver_for("ingest", config, cache_lib.path if cache_enabled else None)
-        window_cache = EmbeddingCache(cache_lib.cache_dir / "embeddings")
+        window_cache = EmbeddingCache(cache_lib.cache_dir / "embeddings" if reuse_windows else None)
         try:
             inputs = {
                 "source_path": path,
@@ -383,14 +397,17 @@ def ingest_books(
     sources = tuple(str(f) for f in files)
     if not sources:
         return []
-    in_process = isinstance(_remote_executor(config, len(sources)), executors.SynchronousLocalTaskExecutor)
+    book_bytes = source_bytes(sources)
+    in_process = isinstance(
+        _remote_executor(config, len(sources), book_bytes), executors.SynchronousLocalTaskExecutor
+    )
     bar: Progress = (
         BookProgress(len(sources)) if isinstance(progress, BarProgress) and not in_process else progress
     )
     if cache and not config.get("dask_scheduler"):
         shared_metadata_store(cache_owner.path)
     installer = BookInstaller(library, bar)
-    dr = library_driver(config, len(sources), installer)
+    dr = library_driver(config, len(sources), installer, book_bytes)
     book_ingester = functools.partial(
         ingest_one_book,
         library_path=str(library.path),

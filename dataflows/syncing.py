@@ -309,8 +309,8 @@ def _apply(report: SyncReport, lib: Any, cfg: Mapping[str, Any], progress: Progr
             known.discard(book_id)
             report.removed += book_id in planned  # an updated book's old copy is part of its update
             report.removed_ids += [book_id] if book_id in planned else []
-        if book_id in planned and hasattr(progress, "book_done"):
-            progress.book_done(0)
+        if book_id in planned:
+            progress.book_finished(book_id, 0)
 
 
 def ask_yes(question: str) -> bool:

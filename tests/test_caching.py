@@ -57,6 +57,15 @@ def test_edited_chapter_reembeds_only_its_windows(tmp_path):
     assert 0 < added <= 0.1 * first  # one chapter's windows at most, not the book's
 
 
+def test_an_uncached_ingest_neither_reads_nor_writes_window_vectors(tmp_path):
+    book = tmp_path / "time-machine.txt"
+    shutil.copy(BOOKS / "txt/pg35_wells_the-time-machine.txt", book)
+    library = tmp_path / "library"
+    report = ingest([book], library=library, cache=False)
+    assert report.ok and report.ingested[0].n_windows > 0
+    assert cache_info(library)["window_embeddings"] == 0
+
+
 def test_cache_lives_inside_each_library(alice_copy, tmp_path):
     assert cache_info(alice_copy)["node_results"] > 0
     other = tmp_path / "other"

@@ -14,7 +14,14 @@ from pathlib import Path
 import apsw
 import pytest
 
-from bench.fullsize_bench import fullsize_books, pending_books, real_ingest, write_fullsize_book
+from bench.fullsize_bench import (
+    BooksDone,
+    WordsBar,
+    fullsize_books,
+    pending_books,
+    real_ingest,
+    write_fullsize_book,
+)
 from folio.dataflows.library import Library
 from folio.nodes.ingest.parsing import manifest, parsed_book
 from tests.conftest import BOOKS, REPO_DIR
@@ -45,11 +52,24 @@ def test_recombined_books_are_whole_real_chapters_and_parse_back_into_them(real_
         assert [" ".join(t.split()) for _, t in parsed] == [" ".join(t.split()) for _, t in book.chapters]
 
 
+def test_the_run_bar_counts_finished_books_words_and_stops_its_clock_while_paused(tmp_path):
+    bar = WordsBar(1000)
+    done = BooksDone(bar, {"a.txt": 100, "b.txt": 900})
+    with bar.paused():
+        time.sleep(0.2)
+    done.book_finished(str(tmp_path / "a.txt"), 12)  # 10% of the words: the ETA is taken now
+    bar.close()
+    assert bar.done == 100 and bar.paused_s >= 0.2
+    at, predicted = bar.eta_at_10pct
+    assert at < 0.2 and predicted == pytest.approx(10 * at)  # the paused time is not ingest time
+
+
 RUN = """
 import sys
 from pathlib import Path
 from bench.fullsize_bench import real_ingest
-print(real_ingest([Path(p) for p in sys.argv[2:]], Path(sys.argv[1])))
+workers = int(sys.argv[2])
+print(real_ingest([Path(p) for p in sys.argv[3:]], Path(sys.argv[1]), {"workers": workers}))
 """
 
 
@@ -69,11 +89,12 @@ def books_in(library: Path) -> list[str]:
 
 
 @pytest.mark.model
-def test_a_killed_ingest_run_again_ingests_each_book_once(real_chapters, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2], ids=["in-process", "two-workers"])
+def test_a_killed_ingest_run_again_ingests_each_book_once(real_chapters, tmp_path, workers):
     files = [write_fullsize_book(b, tmp_path / "books") for b in fullsize_books(real_chapters, 3, words=2500)]
     library = tmp_path / "library"
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
-    argv = [sys.executable, "-c", RUN, str(library), *map(str, files)]
+    argv = [sys.executable, "-c", RUN, str(library), str(workers), *map(str, files)]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600
     while not books_in(library) and proc.poll() is None and time.monotonic() < deadline:

@@ -19,7 +19,8 @@ from folio.dataflows.parallel import (
     library_driver,
     shared_metadata_store,
 )
-from folio.nodes.backends.workers import pool_size, threads_per_worker
+from folio.nodes.backends.progress import Progress
+from folio.nodes.backends.workers import MIN_POOL_BYTES, pool_size, source_bytes, threads_per_worker
 from folio.nodes.core.types import BookOutcome, FolioError, StagedBook
 from folio.nodes.ingest.collection import _in_input_order
 from tests.conftest import ALICE_EPUB, BOOKS
@@ -53,9 +54,23 @@ def _assert_two_alices_and_one_error(report, library, bad):
 # --- sizing -------------------------------------------------------------------------------------
 def test_pool_never_has_more_workers_than_books():
     assert pool_size(n_books=1, workers=None, cores=8) == 1
-    assert pool_size(n_books=10, workers=None, cores=2) == 1  # the encoder already uses both cores
-    assert pool_size(n_books=10, workers=None, cores=16) == 4
+    assert pool_size(n_books=10, workers=None, cores=2) == 2  # two 1-thread encoders beat one of 2 threads
+    assert pool_size(n_books=10, workers=None, cores=1) == 1
+    assert pool_size(n_books=10, workers=None, cores=16) == 8
     assert pool_size(n_books=10, workers=3, cores=2) == 3
+
+
+def test_a_small_ingest_stays_in_process_unless_workers_are_asked_for(tmp_path):
+    small = tmp_path / "small.txt"
+    small.write_text("word " * 1000, encoding="utf-8")
+    size = source_bytes([small, tmp_path / "missing.txt"])
+    assert size == small.stat().st_size
+    assert pool_size(n_books=3, workers=None, cores=2, book_bytes=size) == 1
+    assert pool_size(n_books=3, workers=None, cores=2, book_bytes=MIN_POOL_BYTES) == 2
+    assert pool_size(n_books=3, workers=2, cores=2, book_bytes=size) == 2  # asked for: a pool
+    local = load_config(environ={})
+    assert isinstance(_remote_executor(local, 3, size), SynchronousLocalTaskExecutor)
+    assert isinstance(_remote_executor(local, 3, MIN_POOL_BYTES), BookProcessPool)
 
 
 def test_zero_workers_is_a_one_line_config_error():
@@ -121,6 +136,22 @@ def test_book_progress_counts_books_and_chunks():
     progress.book_done(57)
     progress.close()
     assert (progress.books_done, progress.chunks_done) == (2, 78)
+
+
+def test_any_progress_hears_which_book_finished(tmp_path):
+    class Finished(Progress):
+        def __init__(self) -> None:
+            self.books: list[tuple[str, int]] = []
+
+        def book_finished(self, source_file: str, n_chunks: int) -> None:
+            self.books.append((source_file, n_chunks))
+
+    lib, progress = Library(tmp_path / "lib"), Finished()
+    with lib.writer():
+        BookInstaller(lib, progress).install(
+            BookOutcome("bad.epub", error_source="bad.epub", error_reason="x")
+        )
+    assert progress.books == [("bad.epub", 0)]
 
 
 def test_installer_pickles_without_its_library_or_bar(tmp_path):

@@ -15,6 +15,9 @@ class Progress:
     def advance(self, n: float) -> None:
         pass
 
+    def book_finished(self, source_file: str, n_chunks: int) -> None:
+        """A book of the ingest is done (installed, or failed with ``n_chunks`` 0), wherever it ran."""
+
     def close(self) -> None:
         pass
 

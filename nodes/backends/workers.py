@@ -7,6 +7,7 @@ runs it (``dataflows.parallel``: how many processes), so both size the pool the 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from folio.nodes.core.types import FolioError
 
@@ -19,20 +20,41 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-# Cores one ingest worker keeps busy: the encoder runs its matrix products on every core it is given
-# (measured on 2 cores, issue 14: the 10 sample books took 183 s with one worker, 211 s with two), so
-# the default pool is one worker per this many cores; 2-core machines ingest in-process.
-CORES_PER_WORKER = 4
+# Ingest worker processes by default: one per ``CORES_PER_WORKER`` cores, and at least two on two or more
+# cores. Measured on 2 cores (issue 30, quiet machine): six 90,000-word books took 66.8 s in-process (one
+# encoder on both cores, 142 windows/s) and 54.6 s on two workers of one torch thread each (174 windows/s,
+# 1.07x the raw encoder's 162); the ten sample books 92.6 s against 88.3 s; two small books 10.0 s
+# against 8.7 s. Torch's matrix products scale poorly past one thread at these sizes, and a second
+# process overlaps one book's parsing and concept map with another's encoding. (Issue 14's opposite
+# figure, 183 s against 211 s, was taken on a loaded machine.) Only 2 cores were measured here.
+CORES_PER_WORKER = 2
+# Below this many bytes of book files the default ingest stays in-process: starting a worker (torch and
+# the encoder) costs a few seconds, which a warm process (``folio serve``, a test run) need not pay.
+MIN_POOL_BYTES = 1_000_000
 
 
 def default_workers(cores: int) -> int:
-    """The default pool size on ``cores`` cores: one worker per ``CORES_PER_WORKER`` cores, at least one."""
-    return max(1, cores // CORES_PER_WORKER)
+    """The default pool size on ``cores`` cores: one worker per ``CORES_PER_WORKER`` cores, at least two
+    on two or more cores (one on one core)."""
+    return 1 if cores < 2 else max(2, cores // CORES_PER_WORKER)
 
 
-def pool_size(n_books: int, workers: int | None, cores: int) -> int:
-    """Worker processes for ``n_books``: ``workers`` (default: ``default_workers``), never more than the
-    books."""
+def source_bytes(paths: Sequence[str | os.PathLike[str]]) -> int:
+    """Bytes of the book files (a missing one counts nothing: its ingest fails on its own)."""
+    total = 0
+    for path in paths:
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            continue
+    return total
+
+
+def pool_size(n_books: int, workers: int | None, cores: int, book_bytes: int | None = None) -> int:
+    """Worker processes for ``n_books`` of ``book_bytes`` bytes in all: ``workers`` (default:
+    ``default_workers``, or in-process below ``MIN_POOL_BYTES``), never more than the books."""
+    if workers is None and book_bytes is not None and book_bytes < MIN_POOL_BYTES:
+        return 1
     wanted = default_workers(cores) if workers is None else int(workers)
     if wanted < 1:
         raise FolioError("workers", f"workers must be at least 1, not {workers}")

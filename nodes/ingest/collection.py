@@ -9,7 +9,8 @@ pool or a Dask cluster. The swap into the library happens in the driver's proces
 back (``dataflows.parallel.BookInstaller``), never here.
 
 Config keys: ``executor`` (variant key: ``local`` | ``dask``) selects ``worker_threads``; ``workers``
-(pool size, null = one per 4 cores: ``backends.workers.default_workers``) and ``dask_scheduler``
+(pool size, null = one per 2 cores and at least 2, in-process for under 1 MB of books:
+``backends.workers.default_workers``) and ``dask_scheduler``
 size it. Inputs: ``source_files``,
 ``book_ingester`` (a picklable callable ``(book file, progress) -> BookOutcome`` that carries the
 library, the ingest config and the cache library; this module never imports ``dataflows``) and
@@ -28,7 +29,13 @@ from hamilton.function_modifiers import config
 from hamilton.htypes import Collect, Parallelizable
 
 from folio.nodes.backends.progress import Progress
-from folio.nodes.backends.workers import available_cores, limit_torch_threads, pool_size, threads_per_worker
+from folio.nodes.backends.workers import (
+    available_cores,
+    limit_torch_threads,
+    pool_size,
+    source_bytes,
+    threads_per_worker,
+)
 from folio.nodes.core.types import BookOutcome, FolioError, interrupted
 
 
@@ -43,10 +50,15 @@ def _in_input_order(outcomes: list[BookOutcome], source_files: tuple[str, ...]) 
     return tuple(sorted(outcomes, key=lambda o: rank.get(o.source_file, len(source_files))))
 
 
+def _pool(source_files: tuple, workers: int | None) -> int:
+    """The pool size ``dataflows.parallel`` gives these books (the same rule, the same inputs)."""
+    return pool_size(len(source_files), workers, available_cores(), source_bytes(source_files))
+
+
 @config.when(executor="local")
 def worker_threads__local(source_files: tuple, workers: int | None = None) -> int:
     """Torch threads per pool process: the cores divided among the processes (0 = in-process)."""
-    return threads_per_worker(pool_size(len(source_files), workers, available_cores()), available_cores())
+    return threads_per_worker(_pool(source_files, workers), available_cores())
 
 
 @config.when(executor="dask")
@@ -56,7 +68,7 @@ def worker_threads__dask(
     """Torch threads per Dask worker: a LocalCluster shares out the cores; a remote cluster keeps its own."""
     if dask_scheduler:
         return 0
-    return threads_per_worker(pool_size(len(source_files), workers, available_cores()), available_cores())
+    return threads_per_worker(_pool(source_files, workers), available_cores())
 
 
 def book_file(source_files: tuple) -> Parallelizable[str]:
