@@ -271,3 +271,12 @@ def test_a_sentence_that_only_names_the_subject_gives_way_to_one_about_what_is_a
     assert (first.chapter_title == "CHAPTER VII. A Mad Tea-Party") == (focus_share < 1.0)
     if focus_share < 1.0:
         assert "time" in passages[0].text and "Hatter" in passages[0].text
+
+
+def test_a_question_s_names_and_what_a_text_holds_of_them() -> None:
+    names = scoring.name_terms("What was particular about Lucinda?")
+    assert names == {"lucinda"}
+    assert scoring.held_terms(names, "After pulling half the feathers out of Lucinda's bolster") == names
+    assert scoring.held_terms(names, "most terrible particular!") == frozenset()
+    assert scoring.held_terms(frozenset({"gastropod"}), "The Gastropoda") == {"gastropod"}  # one letter more
+    assert scoring.name_terms("What did the queen say about time?") == frozenset()

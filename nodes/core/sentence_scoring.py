@@ -414,18 +414,14 @@ def found_terms(
     terms = _lemma_stems(question)
     if not terms:
         return [frozenset() for _ in texts], {}
-    names = frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
-    said = []
-    for text in texts:
-        own = _lemma_stems(text)
-        said.append(frozenset(t for t in terms if _matches(t, own, _extended(own))))
+    names = name_terms(question)
+    said = [held_terms(terms, text) for text in texts]
     said_under: dict[str, set[str]] = {}
     for i, found_here in enumerate(said):
         said_under.setdefault(contexts[i] if i < len(contexts) else "", set()).update(found_here)
     titled: dict[str, frozenset[str]] = {}
     for context, held in said_under.items():
-        own = _lemma_stems(context) if context else frozenset()
-        titled[context] = frozenset(t for t in terms - held if _matches(t, own, _extended(own)))
+        titled[context] = held_terms(terms - held, context) if context else frozenset()
     found = [said[i] | titled[contexts[i] if i < len(contexts) else ""] for i in range(len(texts))]
     n = len(texts)
     weight = {
@@ -474,15 +470,26 @@ def holds_subject(question: str, text: str) -> bool:
     terms, every = subject_terms(question)
     if not terms:
         return True
+    held = held_terms(terms, text)
+    return held == terms if every else bool(held)
+
+
+def name_terms(question: str) -> frozenset[str]:
+    """The stems of the question's names ("What did the Mad Hatter say about time?" -> mad, hatter)."""
+    return frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
+
+
+def held_terms(terms: frozenset[str], text: str) -> frozenset[str]:
+    """The ``terms`` (stems) that ``text`` holds, as ``found_terms`` matches them."""
     own = _lemma_stems(text)
-    held = [_matches(t, own, _extended(own)) for t in terms]
-    return all(held) if every else any(held)
+    extended = _extended(own)  # once per text, not per term
+    return frozenset(t for t in terms if _matches(t, own, extended))
 
 
 def focus_terms(question: str) -> frozenset[str]:
     """The question's content stems that are not its names': what it asks about the subject ("What did
     the Mad Hatter say about time?" -> time)."""
-    names = frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
+    names = name_terms(question)
     return _lemma_stems(question) - names if names else frozenset()
 
 
