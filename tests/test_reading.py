@@ -280,3 +280,8 @@ def test_a_question_s_names_and_what_a_text_holds_of_them() -> None:
     assert scoring.held_terms(names, "most terrible particular!") == frozenset()
     assert scoring.held_terms(frozenset({"gastropod"}), "The Gastropoda") == {"gastropod"}  # one letter more
     assert scoring.name_terms("What did the queen say about time?") == frozenset()
+    # a stem and one that extends it by at most two letters match either way ("dropp" / "drop")
+    held = scoring.held_terms
+    assert held(frozenset({"dropp"}), "They drop it.") == {"dropp"}
+    assert held(frozenset({"drop"}), "They dropped it.") == {"drop"}
+    assert held(frozenset({"dro"}), "They drop it.") == frozenset()  # under four letters: the same stem only

@@ -387,18 +387,29 @@ def _extended(text_stems: frozenset[str]) -> frozenset[str]:
     return text_stems | frozenset(s[:-k] for s in text_stems for k in (1, 2) if len(s) - k >= 4)
 
 
+@functools.lru_cache(maxsize=4_096)
+def _cuts(term: str) -> frozenset[str]:
+    """What a stem shortens to by one or two letters (four letters at least)."""
+    return frozenset(term[:-k] for k in (1, 2) if len(term) - k >= 4)
+
+
 def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) -> bool:
     """A question stem is in a text: the same stem, or one of at least four letters that the other
     extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide")."""
-    if term in extended:
-        return True
-    return any(len(term) - k >= 4 and term[:-k] in text_stems for k in (1, 2))
+    return term in extended or not text_stems.isdisjoint(_cuts(term))
 
 
 @functools.lru_cache(maxsize=16_384)
 def _lemma_stems(text: str) -> frozenset[str]:
     """The stems of a text's content words, irregular forms read as their base ("sent" -> "send")."""
     return frozenset(stem(_IRREGULAR.get(w, w)) for w in content_words(text))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _text_stems(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A text's stems (``_lemma_stems``) and their ``_extended`` forms, made once per text."""
+    own = _lemma_stems(text)
+    return own, _extended(own)
 
 
 def found_terms(
@@ -481,8 +492,7 @@ def name_terms(question: str) -> frozenset[str]:
 
 def held_terms(terms: frozenset[str], text: str) -> frozenset[str]:
     """The ``terms`` (stems) that ``text`` holds, as ``found_terms`` matches them."""
-    own = _lemma_stems(text)
-    extended = _extended(own)  # once per text, not per term
+    own, extended = _text_stems(text)
     return frozenset(t for t in terms if _matches(t, own, extended))
 
 
