@@ -40,7 +40,7 @@ from hamilton import driver
 
 from folio.dataflows.config import load_config, switches
 from folio.dataflows.library import Library
-from folio.dataflows.registry import driver_for, execute, settings_inputs
+from folio.dataflows.registry import driver_for, execute, settings_inputs, variable_names
 from folio.nodes.backends.book_tools import Session
 from folio.nodes.backends.deadlines import deadline_scope
 from folio.nodes.core.types import Answer, ConceptMap, Deadline, FolioError
@@ -78,7 +78,7 @@ def shared_resources(
 ) -> dict[str, Any]:
     """The expensive resources among ``names`` that ``dr``'s graph uses, as overrides: each built once per
     process (by its own node) for the settings it depends on, then shared by every later query."""
-    present = {v.name for v in dr.list_available_variables()}
+    present = variable_names(dr)
     settings = settings_inputs(dr, config)
     out: dict[str, Any] = {}
     for name in names:
@@ -219,7 +219,7 @@ def ask(
         "encoder": encoder,
         "session": session if session is not None else Session(),
     }
-    if "cache_dir" in {v.name for v in dr.list_available_variables()}:
+    if "cache_dir" in variable_names(dr):
         inputs["cache_dir"] = str(lib.cache_dir)  # the LLM disambiguation cache: inside the library
     given = dict(overrides or {})
     resources = shared_resources(cfg, dr, [n for n in RESOURCES if n not in given])

@@ -237,6 +237,7 @@ def build(
 
 _DRIVERS: dict[tuple[str, str, str | None], driver.Driver] = {}
 _INPUTS: weakref.WeakKeyDictionary[driver.Driver, frozenset[str]] = weakref.WeakKeyDictionary()
+_NAMES: weakref.WeakKeyDictionary[driver.Driver, frozenset[str]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
@@ -264,6 +265,15 @@ def _external_inputs(dr: driver.Driver) -> frozenset[str]:
     if names is None:
         names = frozenset(v.name for v in dr.list_available_variables() if v.is_external_input)
         _INPUTS[dr] = names
+    return names
+
+
+def variable_names(dr: driver.Driver) -> frozenset[str]:
+    """The names of ``dr``'s nodes and inputs (``list_available_variables``), listed once per driver."""
+    names = _NAMES.get(dr)
+    if names is None:
+        names = frozenset(v.name for v in dr.list_available_variables())
+        _NAMES[dr] = names
     return names
 
 

@@ -4,6 +4,7 @@ it holds the question's subject, and a refusal says what was searched where."""
 from __future__ import annotations
 
 from folio.nodes.core.kiwix_types import ContextSection, KiwixContext, KiwixResult
+from folio.nodes.core.sentence_scoring import holds_subject, subject_terms
 from folio.nodes.query.source_fusion import _kiwix_source_results
 
 WIKI = "wikipedia_en_100_mini_2022-10"
@@ -38,6 +39,29 @@ def test_a_question_without_names_keeps_every_article() -> None:
     gas = _section("Noble gas", "The noble gases are helium, neon, argon...")
     (result,) = _kiwix_source_results(_result("What is a noble gas?", gas))
     assert result.citations and result.label == "Noble gas"
+
+
+def test_the_subject_of_a_question_without_names_is_its_of_phrase_or_its_content_words() -> None:
+    assert subject_terms("What is the boiling point of ethanol?") == (frozenset({"ethanol"}), True)
+    salt = subject_terms("What is the chemical formula of table salt?")
+    assert salt == (frozenset({"table", "salt"}), True)
+    assert subject_terms("What is the shell of a bivalve made of?") == (frozenset({"bivalve"}), True)
+    assert subject_terms("What is the scientific study of crustaceans called?")[0] == {"crustacean"}
+    assert subject_terms("Who invented the telephone?") == (frozenset({"telephone"}), False)
+    assert holds_subject("How many families of gastropods are known?", "Gastropoda\nThere are 721 families.")
+    assert not holds_subject("What is the chemical formula of table salt?", "Oxygen\nIn the periodic table")
+    assert holds_subject("Who invented the telephone?", "Telephone\nThe first telephones were ...")
+    assert not holds_subject("Who invented the telephone?", "Historia\nGeoffrey invented the tale in 1136.")
+
+
+def test_an_article_without_the_subject_of_a_question_without_names_is_not_cited() -> None:
+    oxygen = _section("Oxygen", "Oxygen is the chemical element with the symbol O and atomic number 8.")
+    (result,) = _kiwix_source_results(_result("What is the boiling point of ethanol?", oxygen))
+    assert result.citations == () and result.text == "no results found"
+    assert result.notes == ("kiwix: 'Oxygen' does not hold the question's subject (ethanol): not cited",)
+    ethanol = _section("Ethanol", "Ethanol boils at 78 °C.")
+    (result,) = _kiwix_source_results(_result("What is the boiling point of ethanol?", ethanol, oxygen))
+    assert result.label == "Ethanol" and result.citations
 
 
 def test_no_article_at_all_names_the_archives_searched() -> None:
@@ -98,6 +122,16 @@ def test_little_red_riding_hood_is_found_as_grimms_little_red_cap(fairytale_libr
     assert answer.citations and all("RED CAP" in c.chapter_title.upper() for c in answer.citations)
 
 
+def test_the_boiling_point_of_ethanol_is_not_answered_from_the_oxygen_article(sherlock_library) -> None:
+    from folio.dataflows.asking import ask
+    from folio.nodes.core.types import NO_RESULTS, NOT_FOUND
+
+    answer = ask("What is the boiling point of ethanol?", library=sherlock_library, zim_paths=_zims())
+    assert answer.answer.splitlines()[0] in (NOT_FOUND, NO_RESULTS) and not answer.citations
+    assert any(line.startswith("- kiwix (") and "ethanol" in line for line in answer.answer.splitlines())
+    assert "kiwix: 'Oxygen' does not hold the question's subject (ethanol): not cited" in answer.notes
+
+
 def test_a_question_nothing_answers_says_which_books_and_archives_were_searched(fairytale_library) -> None:
     from folio.dataflows.asking import ask
     from folio.nodes.core.types import NOT_FOUND
@@ -109,3 +143,12 @@ def test_a_question_nothing_answers_says_which_books_and_archives_were_searched(
     searched = lines[lines.index("Searched:") + 1 :]
     assert any("The Great Big Treasury of Beatrix Potter" in line and "Zorblax" in line for line in searched)
     assert any(line.startswith("- kiwix (") and "Zorblax" in line for line in searched)
+
+
+def test_the_reader_answers_why_cooee_mattered_with_the_line_about_the_cry(sherlock_library) -> None:
+    # issue 27 point 5 (the focus cue): the best-ranked passage names McCarthy and Boscombe Valley and
+    # says nothing of the cry; the one that answers says 'Cooee' is an Australian cry
+    from folio.dataflows.asking import ask
+
+    answer = ask("Why was the cry Cooee important in the Boscombe Valley case?", library=sherlock_library)
+    assert "distinctly Australian cry" in answer.answer

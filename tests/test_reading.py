@@ -7,9 +7,13 @@ from pathlib import Path
 import pytest
 
 from folio.nodes.core import reading
+from folio.nodes.core import sentence_scoring as scoring
 from folio.nodes.core.reading import passage, read_book
 from folio.nodes.core.sentence_scoring import (
+    FOCUS_SHARE,
     asked,
+    focus_terms,
+    focused,
     found_terms,
     kind_cue,
     needs_previous,
@@ -231,3 +235,53 @@ def test_kind_cue_and_word_count() -> None:
     assert kind_cue("who", "Then came Rumpelstiltskin.", frozenset()) == 1.0
     assert kind_cue("who", "Then came Rumpelstiltskin.", frozenset(["rumpelstiltskin"])) == 0.0
     assert word_count("  a lump  of gold ") == 4
+
+
+ALICE = BOOKS / "txt" / "pg11_carroll_alices-adventures-in-wonderland.txt"
+
+
+def test_the_subject_s_names_are_not_what_a_question_asks_about() -> None:
+    assert focus_terms("What did the Mad Hatter say about time?") == {"time"}
+    assert focus_terms("What did the queen say about time?") == frozenset()  # no names: no subject
+    weight = {"mad": 0.5, "hatter": 0.3, "time": 0.2}
+    assert focused(frozenset({"mad", "hatter"}), weight, frozenset({"time"})) == pytest.approx(0.4)
+    assert focused(frozenset({"hatter", "time"}), weight, frozenset({"time"})) == pytest.approx(0.5)
+    assert focused(frozenset({"mad", "hatter"}), weight, frozenset()) == pytest.approx(0.8)
+
+
+def _alice_hit(chunk_id: str, text: str, around: str, title: str) -> Hit:
+    start = text.index(around) - 700
+    return Hit("alice", title, title, chunk_id, start, start + 1500, 1.0, text[start : start + 1500])
+
+
+@pytest.mark.parametrize("focus_share", [FOCUS_SHARE, 1.0])
+def test_a_sentence_that_only_names_the_subject_gives_way_to_one_about_what_is_asked(
+    monkeypatch: pytest.MonkeyPatch, focus_share: float
+) -> None:
+    # "What did the Mad Hatter say about time?": the best-ranked chunk (Pig and Pepper) names the Mad
+    # Hatter ("I've seen hatters before ... mad") and says nothing of time; the Tea-Party's Hatter does
+    text = ALICE.read_text(encoding="utf-8")
+    hits = [
+        _alice_hit("c1", text, "I’ve seen hatters before", "CHAPTER VI. Pig and Pepper"),
+        _alice_hit("c2", text, "we’ve no time to wash the things", "CHAPTER VII. A Mad Tea-Party"),
+    ]
+    monkeypatch.setattr(scoring, "FOCUS_SHARE", focus_share)
+    passages = read_book("What did the Mad Hatter say about time?", hits, lambda b, c: text, None, 60, 3)
+    first = passages[0].quotes[0]
+    assert (first.chapter_title == "CHAPTER VII. A Mad Tea-Party") == (focus_share < 1.0)
+    if focus_share < 1.0:
+        assert "time" in passages[0].text and "Hatter" in passages[0].text
+
+
+def test_a_question_s_names_and_what_a_text_holds_of_them() -> None:
+    names = scoring.name_terms("What was particular about Lucinda?")
+    assert names == {"lucinda"}
+    assert scoring.held_terms(names, "After pulling half the feathers out of Lucinda's bolster") == names
+    assert scoring.held_terms(names, "most terrible particular!") == frozenset()
+    assert scoring.held_terms(frozenset({"gastropod"}), "The Gastropoda") == {"gastropod"}  # one letter more
+    assert scoring.name_terms("What did the queen say about time?") == frozenset()
+    # a stem and one that extends it by at most two letters match either way ("dropp" / "drop")
+    held = scoring.held_terms
+    assert held(frozenset({"dropp"}), "They drop it.") == {"dropp"}
+    assert held(frozenset({"drop"}), "They dropped it.") == {"drop"}
+    assert held(frozenset({"dro"}), "They drop it.") == frozenset()  # under four letters: the same stem only

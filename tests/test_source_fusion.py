@@ -88,7 +88,8 @@ def test_a_book_refusal_survives_as_a_note_when_another_source_answers() -> None
 
 
 def kiwix_result(*sections: ContextSection) -> KiwixResult:
-    return KiwixResult("q", "q", tuple(s.source for s in sections), (), KiwixContext("", sections), ())
+    q = "What glows like neon, and what does the sperm whale eat?"  # a subject each section holds
+    return KiwixResult(q, q, tuple(s.source for s in sections), (), KiwixContext("", sections), ())
 
 
 def test_each_kiwix_book_is_a_source_result_with_its_section_and_url() -> None:

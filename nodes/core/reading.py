@@ -20,8 +20,9 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   sentence read under its chapter title (``TITLE_CONTEXT``: "in Rumpelstiltskin" is found in that
   story's sentences, which never name it; ``sentence_scoring.found_terms``'s contexts) (two
   sentences together cover a question that spreads over them, and the answer often follows the
-  sentence that repeats the question), minus ``UNIT_PENALTY`` for the second sentence, plus the kind,
-  minus ``RANK_PRIOR`` per retrieval rank of the chunk, a lone sentence over ``LONG_SENTENCE`` words
+  sentence that repeats the question; a unit holding the question's names and none of its other words
+  counts ``sentence_scoring.FOCUS_SHARE`` of them), minus ``UNIT_PENALTY`` for the second sentence, plus
+  the kind, minus ``RANK_PRIOR`` per retrieval rank of the chunk, a lone sentence over ``LONG_SENTENCE`` words
   (Moby-Dick's 140-word sentences) scaled down by its length; the ``PREFILTER`` best units gain their
   meaning (one encode). A passage is the best unit not yet taken, the predecessors a pronoun needs,
   then the sentences that follow while they fit ``max_words``. The encodes go through
@@ -242,6 +243,7 @@ def _unit_scores(
     titles = [windows[w].chapter_title if TITLE_CONTEXT else "" for w, _ in keys]
     found_list, weight = found_terms(question, [windows[w].texts[i] for w, i in keys], titles)
     found = dict(zip(keys, found_list, strict=True))
+    focus = scoring.focus_terms(question)
     kind = asked(question)
     qwords = frozenset(words(question))
     typed = answer_type(question)
@@ -262,7 +264,7 @@ def _unit_scores(
                 continue
             covered = frozenset().union(*(found[(w, x)] for x in range(i, j + 1)))
             v = (
-                scoring.WORDS_WEIGHT * sum(weight[t] for t in covered)
+                scoring.WORDS_WEIGHT * scoring.focused(covered, weight, focus)
                 - UNIT_PENALTY * (j - i)
                 + max(cue[(w, x)] for x in range(i, j + 1))
                 - RANK_PRIOR * min(inside)

@@ -12,6 +12,13 @@ question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/k
   for no type scores as it did without this cue.
 - ``found_terms(question, texts)``: the question's stems each text holds and each stem's weight, the
   base of ``word_scores`` and of the book reader's unit scores.
+- ``focus_terms`` / ``focused``: a question with names asks something about them ("What did the Mad
+  Hatter say about time?" asks about time); a text holding its names but none of its other words (the
+  focus) only repeats the subject and counts ``FOCUS_SHARE`` of its words' weight (issue 27: "I've seen
+  hatters before ... mad" gives way to the Hatter's lines about time).
+- ``subject_terms`` / ``holds_subject``: what a question without names is about (its last "of" phrase,
+  "the boiling point of ethanol" -> ethanol, all of it needed; else any content word), which a Kiwix
+  article must hold to be cited (``nodes/query/source_fusion.py``).
 - ``needs_previous(text)``: the sentence cannot be read alone (it opens with a pronoun, "He", "She",
   "This", "Their", or in lower case, or closes a quotation it did not open).
 
@@ -27,13 +34,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from folio.nodes.backends.answer_types import answer_type, type_cue
-from folio.nodes.core.text import content_words, fold, named_phrases, stem, words
+from folio.nodes.core.text import (
+    QUESTION_STOPWORDS,
+    base_words,
+    content_words,
+    fold,
+    named_phrases,
+    stem,
+    words,
+)
 
 # --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
 MEANING_WEIGHT = 0.1
 WORDS_WEIGHT = 1.0
 KIND_WEIGHT = 0.05
 TYPE_WEIGHT = 0.1  # a text holding an answer of the asked type (``nodes/backends/answer_types.py``)
+FOCUS_SHARE = 0.5  # a text holding the question's names but none of its other words counts this share
 
 
 _TIME = frozenset(
@@ -371,18 +387,29 @@ def _extended(text_stems: frozenset[str]) -> frozenset[str]:
     return text_stems | frozenset(s[:-k] for s in text_stems for k in (1, 2) if len(s) - k >= 4)
 
 
+@functools.lru_cache(maxsize=4_096)
+def _cuts(term: str) -> frozenset[str]:
+    """What a stem shortens to by one or two letters (four letters at least)."""
+    return frozenset(term[:-k] for k in (1, 2) if len(term) - k >= 4)
+
+
 def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) -> bool:
     """A question stem is in a text: the same stem, or one of at least four letters that the other
     extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide")."""
-    if term in extended:
-        return True
-    return any(len(term) - k >= 4 and term[:-k] in text_stems for k in (1, 2))
+    return term in extended or not text_stems.isdisjoint(_cuts(term))
 
 
 @functools.lru_cache(maxsize=16_384)
 def _lemma_stems(text: str) -> frozenset[str]:
     """The stems of a text's content words, irregular forms read as their base ("sent" -> "send")."""
     return frozenset(stem(_IRREGULAR.get(w, w)) for w in content_words(text))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _text_stems(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A text's stems (``_lemma_stems``) and their ``_extended`` forms, made once per text."""
+    own = _lemma_stems(text)
+    return own, _extended(own)
 
 
 def found_terms(
@@ -398,18 +425,14 @@ def found_terms(
     terms = _lemma_stems(question)
     if not terms:
         return [frozenset() for _ in texts], {}
-    names = frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
-    said = []
-    for text in texts:
-        own = _lemma_stems(text)
-        said.append(frozenset(t for t in terms if _matches(t, own, _extended(own))))
+    names = name_terms(question)
+    said = [held_terms(terms, text) for text in texts]
     said_under: dict[str, set[str]] = {}
     for i, found_here in enumerate(said):
         said_under.setdefault(contexts[i] if i < len(contexts) else "", set()).update(found_here)
     titled: dict[str, frozenset[str]] = {}
     for context, held in said_under.items():
-        own = _lemma_stems(context) if context else frozenset()
-        titled[context] = frozenset(t for t in terms - held if _matches(t, own, _extended(own)))
+        titled[context] = held_terms(terms - held, context) if context else frozenset()
     found = [said[i] | titled[contexts[i] if i < len(contexts) else ""] for i in range(len(texts))]
     n = len(texts)
     weight = {
@@ -420,13 +443,83 @@ def found_terms(
     return found, {t: w / total for t, w in weight.items()}
 
 
+_DETERMINERS = frozenset(["a", "an", "the"])
+
+
+def _verb_like(word: str) -> bool:
+    """A form that ends a noun phrase: a past form ("used", "made", "written"), a question stop word."""
+    return word in QUESTION_STOPWORDS or word in _IRREGULAR or (word.endswith("ed") and len(word) > 4)
+
+
+def subject_terms(question: str) -> tuple[frozenset[str], bool]:
+    """(stems, all needed) of what a question is about: the content words of its last "of" phrase ("the
+    boiling point of ethanol" -> ethanol, "the chemical formula of table salt" -> table, salt), all of
+    them needed; else its content words (question stop words and past forms out: "Who invented the
+    telephone?" -> telephone), any one of them enough."""
+    ws = base_words(question)
+    for i in range(len(ws) - 1, -1, -1):
+        if ws[i] != "of":
+            continue
+        j = i + 1
+        while j < len(ws) and ws[j] in _DETERMINERS:
+            j += 1
+        phrase = []
+        while j < len(ws) and not _verb_like(ws[j]):
+            phrase.append(ws[j])
+            j += 1
+        if phrase:
+            return frozenset(stem(w) for w in phrase), True
+    content = [w for w in ws if w not in QUESTION_STOPWORDS]
+    nouns = [w for w in content if not _verb_like(w)] or content  # "invented" is not what it is about
+    return frozenset(stem(_IRREGULAR.get(w, w)) for w in nouns), False
+
+
+def holds_subject(question: str, text: str) -> bool:
+    """Whether ``text`` (an article's title and cited passage) holds what the question is about
+    (``subject_terms``, light stems, "gastropod" in "Gastropoda"); a question of nothing but stop words
+    has no subject to check."""
+    terms, every = subject_terms(question)
+    if not terms:
+        return True
+    held = held_terms(terms, text)
+    return held == terms if every else bool(held)
+
+
+def name_terms(question: str) -> frozenset[str]:
+    """The stems of the question's names ("What did the Mad Hatter say about time?" -> mad, hatter)."""
+    return frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
+
+
+def held_terms(terms: frozenset[str], text: str) -> frozenset[str]:
+    """The ``terms`` (stems) that ``text`` holds, as ``found_terms`` matches them."""
+    own, extended = _text_stems(text)
+    return frozenset(t for t in terms if _matches(t, own, extended))
+
+
+def focus_terms(question: str) -> frozenset[str]:
+    """The question's content stems that are not its names': what it asks about the subject ("What did
+    the Mad Hatter say about time?" -> time)."""
+    names = name_terms(question)
+    return _lemma_stems(question) - names if names else frozenset()
+
+
+def focused(found: frozenset[str], weight: dict[str, float], focus: frozenset[str]) -> float:
+    """The weight of the stems a text holds; ``FOCUS_SHARE`` of it when the question asks about
+    something besides its names (``focus``) and the text holds none of it: a sentence that only names
+    the subject ("I've seen hatters before ... mad") repeats the question and adds nothing."""
+    total = sum(weight[t] for t in found)
+    return total * FOCUS_SHARE if focus and not found & focus else total
+
+
 def word_scores(question: str, texts: Sequence[str]) -> tuple[float, ...]:
     """Share of the question's content stems in each text, each stem weighted by its rarity among
-    ``texts`` (a stem in every text counts least) and a stem of a name in the question counting double."""
+    ``texts`` (a stem in every text counts least) and a stem of a name in the question counting double;
+    a text holding none of what the question asks about besides its names counts ``FOCUS_SHARE``."""
     if not texts:
         return ()
     found, weight = found_terms(question, texts)
-    return tuple(sum(weight[t] for t in f) for f in found)
+    focus = focus_terms(question)
+    return tuple(focused(f, weight, focus) for f in found)
 
 
 def relevance(question: str, texts: Sequence[str], encoder: Any = None) -> tuple[float, ...]:

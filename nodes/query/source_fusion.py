@@ -64,9 +64,12 @@ Several results of one source for one clause stay separate sections: the Kiwix s
 per book that answers (its passage, labelled "TITLE › SECTION", cited with the article's URL and
 section), so a multi-book Kiwix answer has one level of headers and each book is cut on its own.
 
-Subject (issue 27): a Kiwix passage is cited only when its article (title and passage) holds one of the
-question's names ("Why did the Red-Headed League dissolve?" never cites the Termites article); an
-article that does not is a note, and a Kiwix result left with none says which archives were searched.
+Subject (issue 27): a Kiwix passage is cited only when its article (title, section and passage) holds one
+of the question's names ("Why did the Red-Headed League dissolve?" never cites the Termites article) or,
+for a question without names, what it asks about (``sentence_scoring.holds_subject``: every word of its
+last "of" phrase, "the boiling point of ethanol" never cites the Oxygen article; else one of its content
+words); an article that does not is a note, and a Kiwix result left with none says which archives were
+searched.
 
 Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is then false and
 ``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
@@ -87,8 +90,9 @@ from hamilton.function_modifiers import config, hamilton_exclude
 from folio.nodes.backends.book_tools import PendingJobs, shared_pool
 from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.backends.searxng import SearxngSource
-from folio.nodes.core.kiwix_types import KiwixCatalog, KiwixResult
+from folio.nodes.core.kiwix_types import ContextSection, KiwixCatalog, KiwixResult
 from folio.nodes.core.ranking import missing_names, name_phrases, names_in
+from folio.nodes.core.sentence_scoring import holds_subject, subject_terms
 from folio.nodes.core.text import sentences as _sentence_spans
 from folio.nodes.core.text import stems, truncate
 from folio.nodes.core.types import NO_RESULTS, Citation, FolioError, FusedContext, RouteDecision, SourceResult
@@ -273,7 +277,7 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     (``_holds_subject``); one empty result, labelled with the archives searched, when none does. The
     books that could not be opened or searched (a damaged ZIM) are notes on each."""
     notes = tuple(f"kiwix: {book}: {reason}" for book, reason in result.errors)
-    sections = [s for s in result.context.sections if _holds_subject(result.query, s.title, s.text)]
+    sections = [s for s in result.context.sections if _holds_subject(result.query, _titled(s), s.text)]
     notes += tuple(
         f"kiwix: {s.title!r} does not hold the question's subject ({_subject(result.query)}): not cited"
         for s in result.context.sections
@@ -293,16 +297,24 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     return tuple(out)
 
 
+def _titled(section: ContextSection) -> str:
+    return f"{section.title} › {section.section}" if section.section else section.title
+
+
 def _subject(query: str) -> str:
-    return ", ".join(name_phrases(query))
+    names = name_phrases(query)
+    return ", ".join(names) if names else ", ".join(sorted(subject_terms(query)[0]))
 
 
 def _holds_subject(query: str, title: str, passage: str) -> bool:
-    """Whether an article (its title and cited passage) holds the question's subject: at least one of the
-    query's names (``scores.missing_names``: "Termites" does not hold "Red-Headed League"); a query
-    without names has no subject to check."""
+    """Whether an article (its title, section and cited passage) holds the question's subject: at least one
+    of the query's names (``scores.missing_names``: "Termites" does not hold "Red-Headed League"); without
+    names, what it asks about (``sentence_scoring.holds_subject``: "the boiling point of ethanol" is not
+    held by the Oxygen article)."""
     names = names_in(query)
-    return not names or len(missing_names(query, [f"{title}\n{passage}"])) < len(names)
+    if not names:
+        return holds_subject(query, f"{title}\n{passage}")
+    return len(missing_names(query, [f"{title}\n{passage}"])) < len(names)
 
 
 # --- nodes ---------------------------------------------------------------------------------------------
