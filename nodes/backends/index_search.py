@@ -74,6 +74,9 @@ def bm25_idf(rows: int, hits: int) -> float:
     return idf if idf > 0 else 1e-6
 
 
+Scope = tuple[str, list[object]]  # `` AND ...`` SQL and its parameters
+
+
 @dataclass(frozen=True)
 class Bonus:
     """A lexical bonus: the MATCH ``expression`` of its phrases, its ``weight`` (in units of the best
@@ -155,16 +158,19 @@ class IndexSearch(IndexStore):
         return int(self._cached(conn, "chunk_count", lambda c: c.execute(sql).fetchone()[0]))
 
     def _bm25_sql(
-        self, conn: Any, terms: Sequence[str], scope: tuple[str, list[object]]
+        self, conn: Any, terms: Sequence[str], scope: tuple[str, list[object]], span: Scope = ("", [])
     ) -> tuple[str, list[object], int]:
         """The bm25 expression for the query's terms and its parameters, and the number of chunks in
         scope: FTS5's own bm25 for the whole library, else the same formula over the scope's statistics
         (chunks, mean length, each term's chunks in scope), so a book searched alone ranks as if indexed
-        alone and books searched together share one set of statistics."""
+        alone and books searched together share one set of statistics. ``span``: the scope's rowid span
+        (``_span``), narrowing each term's count."""
         if not scope[0]:
             return "-bm25(chunks_fts)", [], self._chunk_count(conn)
         rows, avgdl = self._scope_stats(conn, scope)
-        hits = self._per_expression(conn, "(SELECT count(*) {})", terms, scope)
+        hits = self._per_expression(
+            conn, "(SELECT count(*) {})", terms, (span[0] + scope[0], span[1] + scope[1])
+        )
         idfs = [bm25_idf(rows, int(h)) for h in hits]
         return f"scoped_bm25(chunks_fts, ?{', ?' * len(idfs)})", [avgdl, *idfs], rows
 
@@ -191,6 +197,26 @@ class IndexSearch(IndexStore):
         if rows < LARGE_LIBRARY_CHUNKS:
             return tuple(terms)
         return informative_terms(terms, self._term_hits(conn, terms), rows, k)
+
+    def _span(self, conn: Any, book_ids: Collection[str] | None) -> Scope:
+        """`` AND chunks_fts.rowid BETWEEN ? AND ?`` over the rowids of the books' chunks (cached per
+        generation and books): FTS5 then walks only that stretch of each word's postings, where it walked
+        all of them to keep the books' chunks (a book's chunks are committed together, so one book's
+        span holds its chunks alone); the chunk filter still decides. Nothing for the whole library."""
+        if book_ids is None:
+            return "", []
+        where, params = sql_scope(book_ids, None)
+        sql = f"SELECT min(c.rowid), max(c.rowid) FROM chunks c WHERE 1{where}"
+        lo, hi = self._cached(
+            conn, "span:" + repr(params), lambda c: tuple(c.execute(sql, params).fetchone())
+        )
+        with self._lock:
+            held = [key for key in self._by_generation if key.startswith("span:")]
+            for old in held[: max(0, len(held) - STATS_CACHE)]:
+                del self._by_generation[old]
+        if lo is None:
+            return "", []
+        return " AND chunks_fts.rowid BETWEEN ? AND ?", [int(lo), int(hi)]
 
     def _bonuses(self, conn: Any, query: str, books: tuple[str, list[object]]) -> list[Bonus]:
         """The query's phrase and shingle bonuses held by some chunk of the books searched."""
@@ -232,16 +258,17 @@ class IndexSearch(IndexStore):
         scope = sql_scope(book_ids, chapter_ids)
         books = sql_scope(book_ids, None)  # statistics and bonus runs: the books' (chapters only filter)
         with self._reading() as conn:
-            bonuses = self._bonuses(conn, query, books)
+            span = self._span(conn, book_ids)
+            bonuses = self._bonuses(conn, query, (span[0] + books[0], span[1] + books[1]))
             terms = expression.split(" OR ")
             kept = terms if per_book else self._searched_terms(conn, terms, bool(books[0]), k)
-            rows = self._lexical_rows(conn, kept, bonuses, (scope, books), k, per_book)
+            rows = self._lexical_rows(conn, kept, bonuses, (scope, books, span), k, per_book)
             if len(kept) < len(terms):
                 words = [t.strip('"') for t in kept]
                 best = rows[0][9] if rows else 0.0
                 bound = left_out_bound(len(terms) - len(kept), bonuses, words, best)
                 if len(rows) < k or rows[-1][8] <= bound:
-                    rows = self._lexical_rows(conn, terms, bonuses, (scope, books), k, per_book)
+                    rows = self._lexical_rows(conn, terms, bonuses, (scope, books, span), k, per_book)
             return [row_hit(row, row[8]) for row in rows]
 
     def _lexical_rows(
@@ -249,18 +276,18 @@ class IndexSearch(IndexStore):
         conn: Any,
         terms: Sequence[str],
         bonuses: Sequence[Bonus],
-        scopes: tuple[tuple[str, list[object]], tuple[str, list[object]]],
+        scopes: tuple[Scope, Scope, Scope],
         k: int,
         per_book: bool,
     ) -> list[tuple]:
         """The ranked rows (``CHUNK_COLUMNS``, score, best ``-bm25`` in scope) of one lexical statement
-        matching any of ``terms``."""
-        scope, books = scopes
+        matching any of ``terms`` in ``scopes`` (the chunks kept, the books searched, their ``_span``)."""
+        scope, books, span = scopes
         bonus_sql = " + ".join(f"{b.weight!r} * (b.r IN (SELECT r FROM p{i}))" for i, b in enumerate(bonuses))
-        bm25, bm25_params, rows = self._bm25_sql(conn, terms, books)
+        bm25, bm25_params, rows = self._bm25_sql(conn, terms, books, span)
         join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if scope[0] else ""
         phrases = "".join(
-            f"p{i} AS MATERIALIZED (SELECT rowid AS r FROM chunks_fts WHERE chunks_fts MATCH ?), "
+            f"p{i} AS MATERIALIZED (SELECT rowid AS r FROM chunks_fts WHERE chunks_fts MATCH ?{span[0]}), "
             for i in range(len(bonuses))
         )
         # without per_book, only the k best by bm25 and the chunks holding a bonus phrase can rank first
@@ -273,7 +300,7 @@ class IndexSearch(IndexStore):
         )
         head = (
             f"WITH b AS MATERIALIZED (SELECT chunks_fts.rowid AS r, {bm25} AS s FROM chunks_fts{join} "
-            f"WHERE chunks_fts MATCH ?{scope[0]}), {phrases}"
+            f"WHERE chunks_fts MATCH ?{span[0]}{scope[0]}), {phrases}"
             "top AS (SELECT max(max(s), ?) AS best FROM b), "
             f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score, top.best AS best "
             f"FROM {candidates} JOIN top)"
@@ -293,8 +320,9 @@ class IndexSearch(IndexStore):
                 "ORDER BY best.score DESC, c.rowid"
             )
         rare = math.log(max(rows - 0.5, 1.5) / 1.5)  # idf of a word in one chunk: the least bonus
-        params: list[object] = [*bm25_params, " OR ".join(terms), *scope[1]]
-        params.extend(b.expression for b in bonuses)
+        params: list[object] = [*bm25_params, " OR ".join(terms), *span[1], *scope[1]]
+        for b in bonuses:
+            params.extend([b.expression, *span[1]])
         params.extend([rare, int(k)])
         return list(conn.execute(sql, params))
 
