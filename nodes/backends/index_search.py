@@ -147,11 +147,15 @@ class IndexSearch(IndexStore):
             return len(sizes), (sum(sizes) / len(sizes) if sizes else 1.0)
 
         value: tuple[int, float] = self._cached(conn, key, make)
-        with self._lock:
-            stats = [k for k in self._by_generation if k.startswith("stats:")]
-            for old in stats[: max(0, len(stats) - STATS_CACHE)]:
-                del self._by_generation[old]
+        self._trim("stats:", STATS_CACHE)
         return value
+
+    def _trim(self, prefix: str, limit: int) -> None:
+        """Keep at most ``limit`` of the per-generation values named ``prefix...`` (the oldest go)."""
+        with self._lock:
+            held = [key for key in self._by_generation if key.startswith(prefix)]
+            for old in held[: max(0, len(held) - limit)]:
+                del self._by_generation[old]
 
     def _chunk_count(self, conn: Any) -> int:
         sql = "SELECT count(*) FROM chunks"
@@ -182,10 +186,7 @@ class IndexSearch(IndexStore):
             return int(self._cached(conn, "hits:" + term, lambda c: c.execute(sql, (term,)).fetchone()[0]))
 
         hits = [count(t) for t in terms]
-        with self._lock:
-            held = [key for key in self._by_generation if key.startswith("hits:")]
-            for old in held[: max(0, len(held) - TERM_HITS_CACHE)]:
-                del self._by_generation[old]
+        self._trim("hits:", TERM_HITS_CACHE)
         return hits
 
     def _searched_terms(self, conn: Any, terms: Sequence[str], scoped: bool, k: int) -> tuple[str, ...]:
@@ -210,10 +211,7 @@ class IndexSearch(IndexStore):
         lo, hi = self._cached(
             conn, "span:" + repr(params), lambda c: tuple(c.execute(sql, params).fetchone())
         )
-        with self._lock:
-            held = [key for key in self._by_generation if key.startswith("span:")]
-            for old in held[: max(0, len(held) - STATS_CACHE)]:
-                del self._by_generation[old]
+        self._trim("span:", STATS_CACHE)
         if lo is None:
             return "", []
         return " AND chunks_fts.rowid BETWEEN ? AND ?", [int(lo), int(hi)]
