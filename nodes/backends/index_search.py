@@ -45,6 +45,7 @@ VECTOR_CACHE_BYTES = 256 * 2**20  # per-book vectors kept for scoped searches (L
 LARGE_LIBRARY_CHUNKS = 20_000  # from this many chunks a whole-library search leaves out words without idf
 TERM_HITS_CACHE = 4096  # words whose library-wide chunk counts are kept per generation
 NO_IDF = 1e-6  # FTS5's bm25 idf of a word in half the rows or more
+MAX_SPANS = 16  # rowid spans a scoped search walks at most (the closest are joined beyond)
 
 
 def best_per_chunk(rowids: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -107,28 +108,59 @@ def left_out_bound(dropped: int, bonuses: Sequence[Bonus], kept: Collection[str]
     return dropped * NO_IDF * (BM25_K1 + 1) + best * own
 
 
+def merged_spans(ranges: Sequence[tuple[int, int]], limit: int = MAX_SPANS) -> tuple[tuple[int, int], ...]:
+    """The rowid ranges (one per book) as the fewest spans covering them: overlapping or adjacent ones
+    joined, then the two closest joined until at most ``limit`` remain."""
+    spans: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if spans and lo <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], hi)
+        else:
+            spans.append([lo, hi])
+    while len(spans) > max(1, limit):
+        i = min(range(len(spans) - 1), key=lambda j: (spans[j + 1][0] - spans[j][1], j))
+        spans[i : i + 2] = [[spans[i][0], spans[i + 1][1]]]
+    return tuple((lo, hi) for lo, hi in spans)
+
+
+def fts_select(
+    columns: str, params: Sequence[object], match: str, where: Scope, spans: Sequence[tuple[int, int]]
+) -> Scope:
+    """``SELECT columns FROM chunks_fts ... WHERE chunks_fts MATCH ?`` over the chunks ``where`` keeps,
+    once per rowid span (joined by ``UNION ALL``: FTS5 walks only those stretches of the postings) or
+    once over the whole index when there is none; with its parameters."""
+    join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if where[0] else ""
+    one = f"SELECT {columns} FROM chunks_fts{join} WHERE chunks_fts MATCH ?"
+    if not spans:
+        return one + where[0], [*params, match, *where[1]]
+    sql = " UNION ALL ".join(f"{one} AND chunks_fts.rowid BETWEEN ? AND ?{where[0]}" for _ in spans)
+    return sql, [p for lo, hi in spans for p in (*params, match, lo, hi, *where[1])]
+
+
 class IndexSearch(IndexStore):
     """The library index's searches."""
 
     # --- lexical -----------------------------------------------------------------------------------
     @staticmethod
     def _per_expression(
-        conn: Any, wrap: str, expressions: Sequence[str], scope: tuple[str, list[object]]
+        conn: Any, wrap: str, expressions: Sequence[str], scope: Scope, spans: Sequence[tuple[int, int]] = ()
     ) -> tuple:
-        """One value per expression, in one statement: ``wrap`` filled with ``FROM chunks_fts ... WHERE
-        chunks_fts MATCH ?`` over the chunks in scope (``EXISTS(SELECT 1 {})``, ``(SELECT count(*) {})``)."""
-        where, params = scope
-        join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if where else ""
-        one = wrap.format(f"FROM chunks_fts{join} WHERE chunks_fts MATCH ?{where}")
-        return conn.execute(
-            "SELECT " + ", ".join([one] * len(expressions)), [p for e in expressions for p in (e, *params)]
-        ).fetchone()
+        """One value per expression, in one statement: ``wrap`` filled with ``FROM (the chunks in scope
+        matching it)`` (``EXISTS(SELECT 1 {})``, ``(SELECT count(*) {})``), walking only ``spans``."""
+        parts, params = [], []
+        for e in expressions:
+            sql, ps = fts_select("chunks_fts.rowid", [], e, scope, spans)
+            parts.append(wrap.format(f"FROM ({sql})"))
+            params.extend(ps)
+        return conn.execute("SELECT " + ", ".join(parts), params).fetchone()
 
-    def _present(self, conn: Any, expressions: Sequence[str], scope: tuple[str, list[object]]) -> list[str]:
+    def _present(
+        self, conn: Any, expressions: Sequence[str], scope: Scope, spans: Sequence[tuple[int, int]] = ()
+    ) -> list[str]:
         """The MATCH expressions that match some chunk in scope (one statement)."""
         if not expressions:
             return []
-        flags = self._per_expression(conn, "EXISTS(SELECT 1 {})", expressions, scope)
+        flags = self._per_expression(conn, "EXISTS(SELECT 1 {})", expressions, scope, spans)
         return [e for e, flag in zip(expressions, flags, strict=True) if flag]
 
     def _scope_stats(self, conn: Any, scope: tuple[str, list[object]]) -> tuple[int, float]:
@@ -162,19 +194,17 @@ class IndexSearch(IndexStore):
         return int(self._cached(conn, "chunk_count", lambda c: c.execute(sql).fetchone()[0]))
 
     def _bm25_sql(
-        self, conn: Any, terms: Sequence[str], scope: tuple[str, list[object]], span: Scope = ("", [])
+        self, conn: Any, terms: Sequence[str], scope: Scope, spans: Sequence[tuple[int, int]] = ()
     ) -> tuple[str, list[object], int]:
         """The bm25 expression for the query's terms and its parameters, and the number of chunks in
         scope: FTS5's own bm25 for the whole library, else the same formula over the scope's statistics
         (chunks, mean length, each term's chunks in scope), so a book searched alone ranks as if indexed
-        alone and books searched together share one set of statistics. ``span``: the scope's rowid span
-        (``_span``), narrowing each term's count."""
+        alone and books searched together share one set of statistics. ``spans``: the scope's rowid spans
+        (``_spans``), narrowing each term's count."""
         if not scope[0]:
             return "-bm25(chunks_fts)", [], self._chunk_count(conn)
         rows, avgdl = self._scope_stats(conn, scope)
-        hits = self._per_expression(
-            conn, "(SELECT count(*) {})", terms, (span[0] + scope[0], span[1] + scope[1])
-        )
+        hits = self._per_expression(conn, "(SELECT count(*) {})", terms, scope, spans)
         idfs = [bm25_idf(rows, int(h)) for h in hits]
         return f"scoped_bm25(chunks_fts, ?{', ?' * len(idfs)})", [avgdl, *idfs], rows
 
@@ -199,24 +229,26 @@ class IndexSearch(IndexStore):
             return tuple(terms)
         return informative_terms(terms, self._term_hits(conn, terms), rows, k)
 
-    def _span(self, conn: Any, book_ids: Collection[str] | None) -> Scope:
-        """`` AND chunks_fts.rowid BETWEEN ? AND ?`` over the rowids of the books' chunks (cached per
-        generation and books): FTS5 then walks only that stretch of each word's postings, where it walked
-        all of them to keep the books' chunks (a book's chunks are committed together, so one book's
-        span holds its chunks alone); the chunk filter still decides. Nothing for the whole library."""
+    def _spans(self, conn: Any, book_ids: Collection[str] | None) -> tuple[tuple[int, int], ...]:
+        """The rowid spans of the books' chunks (``merged_spans``, cached per generation and books), so
+        that FTS5 walks only those stretches of each word's postings where it walked all of them to keep
+        the books' chunks (a book's chunks are committed together: one book's span holds its chunks
+        alone); the chunk filter still decides. None for the whole library."""
         if book_ids is None:
-            return "", []
+            return ()
         where, params = sql_scope(book_ids, None)
-        sql = f"SELECT min(c.rowid), max(c.rowid) FROM chunks c WHERE 1{where}"
-        lo, hi = self._cached(
-            conn, "span:" + repr(params), lambda c: tuple(c.execute(sql, params).fetchone())
+        sql = f"SELECT min(c.rowid), max(c.rowid) FROM chunks c WHERE 1{where} GROUP BY c.book_id"
+        spans: tuple[tuple[int, int], ...] = self._cached(
+            conn,
+            "span:" + repr(params),
+            lambda c: merged_spans([(int(a), int(b)) for a, b in c.execute(sql, params)]),
         )
         self._trim("span:", STATS_CACHE)
-        if lo is None:
-            return "", []
-        return " AND chunks_fts.rowid BETWEEN ? AND ?", [int(lo), int(hi)]
+        return spans
 
-    def _bonuses(self, conn: Any, query: str, books: tuple[str, list[object]]) -> list[Bonus]:
+    def _bonuses(
+        self, conn: Any, query: str, books: Scope, spans: Sequence[tuple[int, int]] = ()
+    ) -> list[Bonus]:
         """The query's phrase and shingle bonuses held by some chunk of the books searched."""
         bonuses: list[Bonus] = []
         phrases = fts_phrases(query)
@@ -224,7 +256,7 @@ class IndexSearch(IndexStore):
         if phrase is not None:
             bonuses.append(Bonus(phrase, PHRASE_BONUS, tuple(frozenset(p) for p in phrases)))
         runs = {fts_phrase_expression((s,)) or "": s for s in fts_shingles(query)}
-        present = self._present(conn, list(runs), books)
+        present = self._present(conn, list(runs), books, spans)
         bonuses.extend(Bonus(e, SHINGLE_BONUS / len(present), (frozenset(runs[e]),)) for e in present)
         return bonuses
 
@@ -256,17 +288,17 @@ class IndexSearch(IndexStore):
         scope = sql_scope(book_ids, chapter_ids)
         books = sql_scope(book_ids, None)  # statistics and bonus runs: the books' (chapters only filter)
         with self._reading() as conn:
-            span = self._span(conn, book_ids)
-            bonuses = self._bonuses(conn, query, (span[0] + books[0], span[1] + books[1]))
+            spans = self._spans(conn, book_ids)
+            bonuses = self._bonuses(conn, query, books, spans)
             terms = expression.split(" OR ")
             kept = terms if per_book else self._searched_terms(conn, terms, bool(books[0]), k)
-            rows = self._lexical_rows(conn, kept, bonuses, (scope, books, span), k, per_book)
+            rows = self._lexical_rows(conn, kept, bonuses, (scope, books, spans), k, per_book)
             if len(kept) < len(terms):
                 words = [t.strip('"') for t in kept]
                 best = rows[0][9] if rows else 0.0
                 bound = left_out_bound(len(terms) - len(kept), bonuses, words, best)
                 if len(rows) < k or rows[-1][8] <= bound:
-                    rows = self._lexical_rows(conn, terms, bonuses, (scope, books, span), k, per_book)
+                    rows = self._lexical_rows(conn, terms, bonuses, (scope, books, spans), k, per_book)
             return [row_hit(row, row[8]) for row in rows]
 
     def _lexical_rows(
@@ -274,20 +306,23 @@ class IndexSearch(IndexStore):
         conn: Any,
         terms: Sequence[str],
         bonuses: Sequence[Bonus],
-        scopes: tuple[Scope, Scope, Scope],
+        scopes: tuple[Scope, Scope, tuple[tuple[int, int], ...]],
         k: int,
         per_book: bool,
     ) -> list[tuple]:
         """The ranked rows (``CHUNK_COLUMNS``, score, best ``-bm25`` in scope) of one lexical statement
-        matching any of ``terms`` in ``scopes`` (the chunks kept, the books searched, their ``_span``)."""
-        scope, books, span = scopes
+        matching any of ``terms`` in ``scopes`` (the chunks kept, the books searched, their ``_spans``)."""
+        scope, books, spans = scopes
         bonus_sql = " + ".join(f"{b.weight!r} * (b.r IN (SELECT r FROM p{i}))" for i, b in enumerate(bonuses))
-        bm25, bm25_params, rows = self._bm25_sql(conn, terms, books, span)
-        join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if scope[0] else ""
-        phrases = "".join(
-            f"p{i} AS MATERIALIZED (SELECT rowid AS r FROM chunks_fts WHERE chunks_fts MATCH ?{span[0]}), "
-            for i in range(len(bonuses))
+        bm25, bm25_params, rows = self._bm25_sql(conn, terms, books, spans)
+        matches, params = fts_select(
+            f"chunks_fts.rowid AS r, {bm25} AS s", bm25_params, " OR ".join(terms), scope, spans
         )
+        phrases = ""
+        for i, b in enumerate(bonuses):
+            sql, ps = fts_select("chunks_fts.rowid AS r", [], b.expression, ("", []), spans)
+            phrases += f"p{i} AS MATERIALIZED ({sql}), "
+            params.extend(ps)
         # without per_book, only the k best by bm25 and the chunks holding a bonus phrase can rank first
         held = " UNION ".join(f"SELECT r FROM p{i}" for i in range(len(bonuses)))
         candidates = (
@@ -297,8 +332,7 @@ class IndexSearch(IndexStore):
             f"UNION SELECT r, s FROM b WHERE r IN ({held})) AS b"
         )
         head = (
-            f"WITH b AS MATERIALIZED (SELECT chunks_fts.rowid AS r, {bm25} AS s FROM chunks_fts{join} "
-            f"WHERE chunks_fts MATCH ?{span[0]}{scope[0]}), {phrases}"
+            f"WITH b AS MATERIALIZED ({matches}), {phrases}"
             "top AS (SELECT max(max(s), ?) AS best FROM b), "
             f"scored AS (SELECT b.r AS r, b.s + top.best * ({bonus_sql or '0'}) AS score, top.best AS best "
             f"FROM {candidates} JOIN top)"
@@ -318,9 +352,6 @@ class IndexSearch(IndexStore):
                 "ORDER BY best.score DESC, c.rowid"
             )
         rare = math.log(max(rows - 0.5, 1.5) / 1.5)  # idf of a word in one chunk: the least bonus
-        params: list[object] = [*bm25_params, " OR ".join(terms), *span[1], *scope[1]]
-        for b in bonuses:
-            params.extend([b.expression, *span[1]])
         params.extend([rare, int(k)])
         return list(conn.execute(sql, params))
 
