@@ -359,12 +359,21 @@ def open_files() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _proc_status(process: Path) -> dict[str, str]:
+    """The fields of ``/proc/PID/status`` (``process`` is the ``/proc/PID`` folder), name to value."""
+    lines = (process / "status").read_text(encoding="utf-8").splitlines()
+    return dict(
+        (name, value.strip()) for name, value in (line.split(":", 1) for line in lines if ":" in line)
+    )
+
+
+def _rss_kb(fields: dict[str, str]) -> int:
+    return int(fields.get("VmRSS", "0 kB").split()[0])
+
+
 def rss_mb() -> float:
     """This process's resident memory now, in MB (``/proc/self/status``)."""
-    for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    return round(_rss_kb(_proc_status(Path("/proc/self"))) / 1024, 1)
 
 
 def tree_rss_mb(root: int | None = None) -> float:
@@ -376,12 +385,11 @@ def tree_rss_mb(root: int | None = None) -> float:
         if not entry.name.isdigit():
             continue
         try:
-            status = (entry / "status").read_text(encoding="utf-8").splitlines()
+            fields = _proc_status(entry)
         except OSError:  # the process ended while we looked
             continue
-        fields = dict(line.split(":", 1) for line in status if ":" in line)
-        parent[int(entry.name)] = int(fields.get("PPid", "0").strip() or 0)
-        rss[int(entry.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
+        parent[int(entry.name)] = int(fields.get("PPid", "0") or 0)
+        rss[int(entry.name)] = _rss_kb(fields)
     tree, frontier = set(), [root if root is not None else os.getpid()]
     while frontier:
         pid = frontier.pop()
