@@ -46,7 +46,7 @@ from folio.dataflows.library import Library
 from folio.dataflows.registry import build, driver_for, settings_inputs
 from folio.nodes.backends.embedding_cache import EmbeddingCache
 from folio.nodes.backends.progress import BarProgress, Progress
-from folio.nodes.backends.workers import available_cores, pool_size, source_bytes
+from folio.nodes.backends.workers import available_cores, die_with_owner, pool_size, source_bytes
 from folio.nodes.core.types import BookOutcome, FolioError, StagedBook, interrupted
 
 POLL_SECONDS = 0.05
@@ -186,7 +186,9 @@ class BookProcessPool(executors.TaskExecutor):
                 "torch",
             ]
         )
-        self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+        self.pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=context, initializer=die_with_owner, initargs=(os.getpid(),)
+        )
         self.active = []
 
     def finalize(self) -> None:

@@ -1,7 +1,14 @@
 """Library-scale ingest: books in parallel on a process pool or Dask; a bad book fails alone."""
 
+import contextlib
 import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
 import zipfile
+from pathlib import Path
 
 import pytest
 from hamilton.execution.executors import SynchronousLocalTaskExecutor
@@ -23,7 +30,7 @@ from folio.nodes.backends.progress import Progress
 from folio.nodes.backends.workers import MIN_POOL_BYTES, pool_size, source_bytes, threads_per_worker
 from folio.nodes.core.types import BookOutcome, FolioError, StagedBook
 from folio.nodes.ingest.collection import _in_input_order
-from tests.conftest import ALICE_EPUB, BOOKS
+from tests.conftest import ALICE_EPUB, BOOKS, REPO_DIR
 
 ALICE_TXT = BOOKS / "txt/pg11_carroll_alices-adventures-in-wonderland.txt"
 
@@ -209,3 +216,57 @@ def test_dask_local_cluster_ingests_the_same_books_and_a_bad_book_fails_alone(tm
     library = tmp_path / "library"
     report = ingest([ALICE_EPUB, bad, ALICE_TXT], library=library, config={"executor": "dask", "workers": 2})
     _assert_two_alices_and_one_error(report, library, bad)
+
+
+POOL_OWNER = """
+import time
+from folio.dataflows.parallel import BookProcessPool
+pool = BookProcessPool(2)
+pool.init()
+busy = [pool.pool.submit(time.sleep, 600) for _ in range(2)]
+time.sleep(1)
+print(" ".join(map(str, pool.pool._processes)), flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return "\nState:\tZ" not in status  # a zombie has died; nothing may reap it in a container
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_pool_workers_die_with_a_killed_owner_instead_of_finishing_their_books():
+    """A worker of a killed ingest must not go on writing into staging/ while the next run recovers it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    owner = subprocess.Popen([sys.executable, "-c", POOL_OWNER], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in owner.stdout.readline().split()]
+        assert len(workers) == 2 and all(_alive(p) for p in workers)
+        owner.kill()
+        owner.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in workers)  # the sleeping tasks had 600 s left
+    finally:
+        owner.kill()
+        for pid in workers if "workers" in locals() else ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    "call", ["die_with_owner({pid})", "_exit_when_gone({pid}, None)"], ids=["pidfd", "polling"]
+)
+def test_a_worker_exits_at_once_when_its_owner_is_already_gone(call):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    code = "from folio.nodes.backends.workers import die_with_owner, _exit_when_gone\n"
+    code += call.format(pid=dead.pid) + "\nimport time; time.sleep(2); print('ran on')"
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert child.returncode == 1 and "ran on" not in child.stdout

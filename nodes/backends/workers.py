@@ -1,4 +1,5 @@
-"""Worker sizing for library ingest: cores this process may use, pool size, torch threads per worker.
+"""Worker sizing for library ingest: cores this process may use, pool size, torch threads per worker;
+and workers that die with the process that started them (``die_with_owner``).
 
 Shared by the library DAG (``nodes.ingest.collection``: torch threads in each worker) and the executor that
 runs it (``dataflows.parallel``: how many processes), so both size the pool the same way.
@@ -7,6 +8,9 @@ runs it (``dataflows.parallel``: how many processes), so both size the pool the 
 from __future__ import annotations
 
 import os
+import select
+import threading
+import time
 from collections.abc import Sequence
 
 from folio.nodes.core.types import FolioError
@@ -73,3 +77,35 @@ def limit_torch_threads(n: int) -> None:
 
         if torch.get_num_threads() != n:
             torch.set_num_threads(n)
+
+
+def die_with_owner(owner_pid: int) -> None:
+    """Make this pool worker exit as soon as ``owner_pid`` (the process that started the pool) dies.
+
+    A worker of a killed ingest would otherwise finish its book into ``staging/`` while the next run's
+    recovery clears it. The owner is not the worker's parent under ``forkserver`` (and the forkserver
+    outlives the owner while workers hold its pipe), so a parent-death signal never fires: a daemon
+    thread waits on the owner's pidfd (Linux) or polls its pid, then exits the process. A worker whose
+    owner is already gone exits at once.
+    """
+    try:
+        watch = os.pidfd_open(owner_pid)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # not Linux, or a kernel before 5.3: poll instead
+        watch = None
+    threading.Thread(target=_exit_when_gone, args=(owner_pid, watch), daemon=True).start()
+
+
+def _exit_when_gone(owner_pid: int, watch: int | None) -> None:
+    if watch is not None:
+        select.select([watch], [], [])  # readable when the process has exited
+        os._exit(1)
+    while True:
+        try:
+            os.kill(owner_pid, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:
+            pass
+        time.sleep(0.5)
