@@ -279,7 +279,7 @@ def evaluate(
     lib = _library(library)
     cfg = _config(config, {})
     cfg["search_k"] = max(int(cfg.get("search_k") or 10), 10)
-    items = spread(evaluation.qa_items(str(qa_file)), sample)
+    items = spread(evaluation.qa_items(str(qa_file), _with_kiwix(cfg)), sample)
     if any(i.kind in ("book", "library") for i in items) and not lib.descriptors():
         raise FolioError(str(lib.path), "the library has no books yet: run `folio ingest PATH` first")
     dr = eval_driver(cfg)

@@ -1,5 +1,6 @@
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -358,6 +359,45 @@ def test_library_questions_are_read_with_what_they_expect(tmp_path):
     path.write_text(json.dumps({"question": "?", "expect": "maybe"}) + "\n")
     with pytest.raises(FolioError, match="expect"):
         qa_items(str(path))
+
+
+def test_a_question_the_archives_answer_is_expected_answered_only_beside_them(tmp_path):
+    path = tmp_path / "lib.jsonl"
+    row = {"question": "What is the capital of Australia?", "expect": "refuse"}
+    path.write_text(json.dumps({**row, "expect_with_zim": "answer", "answers_with_zim": ["Canberra"]}) + "\n")
+    (books_only,) = qa_items(str(path))
+    (beside,) = qa_items(str(path), with_zims=True)
+    assert (books_only.expect, books_only.answers) == ("refuse", ())
+    assert (beside.expect, beside.answers) == ("answer", ("Canberra",))
+    path.write_text(json.dumps({**row, "expect_with_zim": "maybe"}) + "\n")
+    with pytest.raises(FolioError, match="expect_with_zim"):
+        qa_items(str(path))
+
+
+def test_the_sample_questions_the_zims_answer_say_where_the_answer_lies():
+    """Each line expected answered beside the sample ZIMs names the article and quotes it; the ZIMs hold
+    the quote (checked against the archives in ``test_the_zim_quotes_of_the_library_questions_are_real``)."""
+    rows = [json.loads(line) for line in Path("tests/qa/library_questions.jsonl").read_text().splitlines()]
+    beside = [r for r in rows if r.get("expect_with_zim")]
+    assert len(beside) == 4 and all(
+        r["expect"] == "refuse" and r["expect_with_zim"] == "answer" for r in beside
+    )
+    assert all(r["zim_source"].count("/A/") == 1 and r["zim_quote"] and r["answers_with_zim"] for r in beside)
+
+
+def test_the_zim_quotes_of_the_library_questions_are_real(data_dir):
+    import html
+    import re
+
+    from libzim.reader import Archive
+
+    rows = [json.loads(line) for line in Path("tests/qa/library_questions.jsonl").read_text().splitlines()]
+    for row in (r for r in rows if r.get("zim_source")):
+        zim, path = row["zim_source"].split("/", 1)
+        raw = bytes(Archive(data_dir / "zim" / f"{zim}.zim").get_entry_by_path(path).get_item().content)
+        text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", raw.decode("utf-8"))).split())
+        assert row["zim_quote"] in text, row["id"]
+        assert any(a.lower() in row["zim_quote"].lower() for a in row["answers_with_zim"]), row["id"]
 
 
 def test_the_sample_question_file_has_thirty_of_each_kind():

@@ -152,3 +152,34 @@ def test_the_reader_answers_why_cooee_mattered_with_the_line_about_the_cry(sherl
 
     answer = ask("Why was the cry Cooee important in the Boscombe Valley case?", library=sherlock_library)
     assert "distinctly Australian cry" in answer.answer
+
+
+# --- the subject held where it is asked about (issue 27, refusal ≥ 0.90 with the ZIMs) -----------------
+
+
+def test_an_article_holding_one_of_many_names_does_not_hold_the_subject() -> None:
+    """ "Come" of "the Ghost of Christmas Yet to Come" is no subject: an article must hold at least half of
+    a question's names."""
+    song = _section("Come Back Baby", '"Come Back Baby" is a slow blues song written by Walter Davis.')
+    question = "What did Ebenezer Scrooge see with the Ghost of Christmas Yet to Come?"
+    (result,) = _kiwix_source_results(_result(question, song))
+    assert result.citations == ()
+    league = _section("Red-Headed League", "Jabez Wilson joined the Red-Headed League.")
+    assert _kiwix_source_results(_result("What did Jabez Wilson do for the Red-Headed League?", league))[
+        0
+    ].citations
+
+
+def test_an_article_naming_the_subject_in_passing_must_say_something_of_what_is_asked() -> None:
+    """The Lion article names Africa but says nothing of mountains; an article titled by the question's
+    name is about it whatever words its passage uses ("died" of Ray Charles)."""
+    lion = _section("Lion", "The lion (Panthera leo) is a large cat of the genus Panthera native to Africa.")
+    assert _kiwix_source_results(_result("What is the tallest mountain in Africa?", lion))[0].citations == ()
+    australia = _section(
+        "Australia", "Canberra is the nation's capital, while its most populous city is Sydney."
+    )
+    assert _kiwix_source_results(_result("What is the capital of Australia?", australia))[0].citations
+    kilimanjaro = _section("Tanzania", "Mount Kilimanjaro, the tallest mountain in Africa, is in Tanzania.")
+    assert _kiwix_source_results(_result("What is the tallest mountain in Africa?", kilimanjaro))[0].citations
+    ray = _section("Ray Charles", "He died on June 10, 2004, of complications resulting from liver disease.")
+    assert _kiwix_source_results(_result("What did Ray Charles suffer from at the end?", ray))[0].citations

@@ -136,3 +136,32 @@ def test_with_the_archives_a_clause_the_books_answer_stays_with_them(fairytale_l
     answer = ask(question, library=fairytale_library, zim_paths=zims, config={"llm": "none"})
     assert not answer.answer.startswith(NOT_FOUND)
     assert answer.citations and all(c.kind == "book" for c in answer.citations)
+
+
+def _paragraph_with(path: Path, needle: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    return next(" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if needle in " ".join(p.split()))
+
+
+def test_a_name_the_books_hold_only_where_they_say_nothing_of_the_question_is_refused(data_dir) -> None:
+    """Moby-Dick's one "Titanic" is a circus-rider: no passage holding it says anything of sinking."""
+    from folio.nodes.core.evidence import unheld_focus
+
+    titanic = _paragraph_with(data_dir / "books/txt/pg2701_melville_moby-dick.txt", "Titanic circus-rider")
+    sinking = _paragraph_with(data_dir / "books/txt/pg2701_melville_moby-dick.txt", "this sinking is caused")
+    note = unheld_focus("How did the Titanic sink?", [titanic, sinking])
+    assert note == "Found Titanic in the books, but no passage with it mentions sink"
+    assert unheld_focus("How did the Titanic sink?", [titanic + " The Titanic sank."]) is None
+    assert (
+        unheld_focus("Who was the chief mate of the Pequod?", ["The chief mate of the Pequod was Starbuck"])
+        is None
+    )
+    assert unheld_focus("How do vaccines work?", [sinking]) is None  # no names: not this rule's
+
+
+def test_the_titanic_is_not_answered_from_moby_dicks_circus_rider(moby_library) -> None:
+    answer = _ask("How did the Titanic sink?", moby_library)
+    assert answer.answer.startswith(NOT_FOUND) and not answer.citations
+    assert "Found Titanic in the books, but no passage with it mentions sink" in answer.answer
+    answered = _ask("Why did the Pequod sink?", moby_library)  # the ship the book is about: answered
+    assert not answered.answer.startswith(NOT_FOUND) and answered.citations

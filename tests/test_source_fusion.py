@@ -88,7 +88,7 @@ def test_a_book_refusal_survives_as_a_note_when_another_source_answers() -> None
 
 
 def kiwix_result(*sections: ContextSection) -> KiwixResult:
-    q = "What glows like neon, and what does the sperm whale eat?"  # a subject each section holds
+    q = "What glows, neon or the sperm whale?"  # half the subject's words in each section
     return KiwixResult(q, q, tuple(s.source for s in sections), (), KiwixContext("", sections), ())
 
 

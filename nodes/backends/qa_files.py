@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from folio.nodes.core.types import FolioError
@@ -27,6 +27,8 @@ class QAItem:
     gold_zim: str = ""  # Kiwix questions: the gold article
     gold_path: str = ""
     expect: str = ""  # library questions: "answer" or "refuse" (asked over the whole library)
+    zim_expect: str = ""  # ... when asked beside the sample archives too, where they differ
+    zim_answers: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -63,6 +65,9 @@ def _jsonl_item(row: dict, n: int) -> QAItem:
     expect = str(row.get("expect") or "")
     if expect not in ("", "answer", "refuse"):
         raise ValueError(f"expect must be answer or refuse, not {expect!r}")
+    zim_expect = str(row.get("expect_with_zim") or "")
+    if zim_expect not in ("", "answer", "refuse"):
+        raise ValueError(f"expect_with_zim must be answer or refuse, not {zim_expect!r}")
     if expect:
         return QAItem(
             qid=qid,
@@ -72,6 +77,8 @@ def _jsonl_item(row: dict, n: int) -> QAItem:
             gold_chapter=row.get("gold_chapter") or "",
             answers=answers,
             expect=expect,
+            zim_expect=zim_expect,
+            zim_answers=tuple(str(a) for a in row.get("answers_with_zim") or ()),
         )
     if row.get("gold_zim"):
         return QAItem(
@@ -90,6 +97,15 @@ def _jsonl_item(row: dict, n: int) -> QAItem:
         gold_chapter=row.get("gold_chapter") or "",
         answers=answers,
     )
+
+
+def with_archives(item: QAItem) -> QAItem:
+    """A library question as asked beside the archives: its ``expect_with_zim`` and ``answers_with_zim``
+    where the line has them ("What is the capital of Australia?" is off the books, not off a library
+    holding Wikipedia's article on Australia)."""
+    if not item.zim_expect:
+        return item
+    return replace(item, expect=item.zim_expect, answers=item.zim_answers or item.answers)
 
 
 def read_jsonl(path: Path) -> tuple[QAItem, ...]:

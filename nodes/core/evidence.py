@@ -12,6 +12,8 @@ support a book clause.
 - ``asked_relation`` / ``holds_relation`` / ``unheld_relation``: a question for someone's thing ("What is the
   name of Sherlock Holmes's sister?") that no passage names is not supported; the note says what was
   found and what was not.
+- ``unheld_focus``: a name held by one passage only, which says nothing of what the clause asks about it
+  (Moby-Dick's one "Titanic" is a circus-rider: "How did the Titanic sink?"), is not supported either.
 
 Config keys: none (the nodes pass ``evidence_min_coverage``, ``evidence_min_similarity``,
 ``scope_max_chapters``). Limitations: coverage counts words, not meaning; the relation rule reads only
@@ -25,6 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from folio.nodes.core.ranking import missing_names, names_in
+from folio.nodes.core.sentence_scoring import (
+    focus_terms,
+    held_terms,
+    lemma_stems,
+)
 from folio.nodes.core.text import STOPWORDS, coverage, stems
 from folio.nodes.core.types import Hit
 
@@ -206,3 +213,32 @@ def unheld_relation(clause: str, texts: Sequence[str]) -> str | None:
         return None
     subject, thing = found
     return f"Found {subject} in the books, but no passage names {subject}'s {thing}"
+
+
+# Verbs too light to be what a question asks about its names ("Which town were the Bremen Town Musicians
+# going to?" asks for a town; "went" need not be said where they are named), as light stems.
+LIGHT_VERBS = lemma_stems(
+    "go goes going went gone get gets getting got make makes making made take takes taking took taken "
+    "see sees seeing saw seen say says saying said come comes coming came give gives giving gave given "
+    "put puts putting know knows knew known think thinks thought want wants wanted use uses used find "
+    "finds found tell tells told happen happens happened become becomes became feel feels felt look "
+    "looks looked call calls called keep keeps kept let lets seem seems seemed"
+)
+
+
+def unheld_focus(clause: str, texts: Sequence[str]) -> str | None:
+    """The note when the clause's names are held by one text only (a mention in passing) that says
+    nothing of what the clause asks about them (``sentence_scoring.focus_terms`` but ``LIGHT_VERBS``):
+    "How did the Titanic sink?" over Moby-Dick's one "Titanic circus-rider" and other chunks about
+    sinking whales. None when no text holds a name (the names rule decides), when several do (a tale
+    of Mr. Korbes need not say "end"), or when the clause asks nothing besides its names."""
+    names = names_in(clause)
+    focus = focus_terms(clause) - LIGHT_VERBS
+    if not names or not focus:
+        return None
+    holders = [t for t in texts if len(missing_names(clause, [t])) < len(names)]
+    if len(holders) != 1 or held_terms(focus, holders[0]):
+        return None  # a name held by several passages is what they are about, whatever words they use
+    asked = [w for w in re.findall(r"[A-Za-z][\w'-]*", clause) if held_terms(focus, w)]
+    held = [" ".join(n) for n in names if " ".join(n) not in missing_names(clause, holders)]
+    return f"Found {', '.join(held)} in the books, but no passage with it mentions {', '.join(asked)}"

@@ -49,6 +49,7 @@ MEANING_WEIGHT = 0.1
 WORDS_WEIGHT = 1.0
 KIND_WEIGHT = 0.05
 TYPE_WEIGHT = 0.1  # a text holding an answer of the asked type (``nodes/backends/answer_types.py``)
+NAME_WEIGHT = 2.0  # a stem of the question's names weighs this many times another
 FOCUS_SHARE = 0.5  # a text holding the question's names but none of its other words counts this share
 
 
@@ -400,15 +401,15 @@ def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) ->
 
 
 @functools.lru_cache(maxsize=16_384)
-def _lemma_stems(text: str) -> frozenset[str]:
+def lemma_stems(text: str) -> frozenset[str]:
     """The stems of a text's content words, irregular forms read as their base ("sent" -> "send")."""
     return frozenset(stem(_IRREGULAR.get(w, w)) for w in content_words(text))
 
 
 @functools.lru_cache(maxsize=16_384)
 def _text_stems(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """A text's stems (``_lemma_stems``) and their ``_extended`` forms, made once per text."""
-    own = _lemma_stems(text)
+    """A text's stems (``lemma_stems``) and their ``_extended`` forms, made once per text."""
+    own = lemma_stems(text)
     return own, _extended(own)
 
 
@@ -422,7 +423,7 @@ def found_terms(
     chapter "Hans in Luck" that says only "he") when no text read under that context says it itself:
     the title stands in for a word its chapter does not repeat, and a chapter that does name it ("the
     Red-Headed League is dissolved") keeps the sentences that name it ahead."""
-    terms = _lemma_stems(question)
+    terms = lemma_stems(question)
     if not terms:
         return [frozenset() for _ in texts], {}
     names = name_terms(question)
@@ -436,7 +437,7 @@ def found_terms(
     found = [said[i] | titled[contexts[i] if i < len(contexts) else ""] for i in range(len(texts))]
     n = len(texts)
     weight = {
-        t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found))) * (2.0 if t in names else 1.0)
+        t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found))) * (NAME_WEIGHT if t in names else 1.0)
         for t in terms
     }
     total = sum(weight.values())
@@ -455,7 +456,8 @@ def subject_terms(question: str) -> tuple[frozenset[str], bool]:
     """(stems, all needed) of what a question is about: the content words of its last "of" phrase ("the
     boiling point of ethanol" -> ethanol, "the chemical formula of table salt" -> table, salt), all of
     them needed; else its content words (question stop words and past forms out: "Who invented the
-    telephone?" -> telephone), any one of them enough."""
+    telephone?" -> telephone), ``SUBJECT_SHARE`` of them enough (half: the Wiki article's "wiki
+    engines" does not hold "How does a car engine work?")."""
     ws = base_words(question)
     for i in range(len(ws) - 1, -1, -1):
         if ws[i] != "of":
@@ -474,6 +476,9 @@ def subject_terms(question: str) -> tuple[frozenset[str], bool]:
     return frozenset(stem(_IRREGULAR.get(w, w)) for w in nouns), False
 
 
+SUBJECT_SHARE = 0.5  # of a question's content words (no names, no "of" phrase) an article must hold
+
+
 def holds_subject(question: str, text: str) -> bool:
     """Whether ``text`` (an article's title and cited passage) holds what the question is about
     (``subject_terms``, light stems, "gastropod" in "Gastropoda"); a question of nothing but stop words
@@ -482,12 +487,12 @@ def holds_subject(question: str, text: str) -> bool:
     if not terms:
         return True
     held = held_terms(terms, text)
-    return held == terms if every else bool(held)
+    return held == terms if every else len(held) >= max(1, math.ceil(SUBJECT_SHARE * len(terms)))
 
 
 def name_terms(question: str) -> frozenset[str]:
     """The stems of the question's names ("What did the Mad Hatter say about time?" -> mad, hatter)."""
-    return frozenset(s for p in named_phrases(question) for s in _lemma_stems(p))
+    return frozenset(s for p in named_phrases(question) for s in lemma_stems(p))
 
 
 def held_terms(terms: frozenset[str], text: str) -> frozenset[str]:
@@ -500,7 +505,7 @@ def focus_terms(question: str) -> frozenset[str]:
     """The question's content stems that are not its names': what it asks about the subject ("What did
     the Mad Hatter say about time?" -> time)."""
     names = name_terms(question)
-    return _lemma_stems(question) - names if names else frozenset()
+    return lemma_stems(question) - names if names else frozenset()
 
 
 def focused(found: frozenset[str], weight: dict[str, float], focus: frozenset[str]) -> float:

@@ -14,7 +14,8 @@ Question formats
   asked over the whole library, as a user would, the router deciding; ``book_file`` and
   ``gold_quote``, when given, locate a gold passage as for book lines.
   ``tests/qa/library_questions.jsonl`` holds the off-library ("refuse") and in-library ("answer")
-  questions of the sample library.
+  questions of the sample library. ``expect_with_zim`` and ``answers_with_zim`` replace them when the
+  run searches the archives too (a question the sample ZIMs answer is not off-library there).
 
 A retrieved chunk is a hit when it covers at least half of the gold span's characters (JSONL: when it
 contains the gold quote, or lies in the gold chapter when there is no quote). The question's book is
@@ -77,7 +78,7 @@ import numpy as np
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.book_store import BookStore
-from folio.nodes.backends.qa_files import QAItem, read_fairytaleqa, read_jsonl
+from folio.nodes.backends.qa_files import QAItem, read_fairytaleqa, read_jsonl, with_archives
 from folio.nodes.core.text import sentences, word_spans, words
 from folio.nodes.core.types import NO_RESULTS, NOT_FOUND, Answer, Citation, FolioError, Hit
 
@@ -492,15 +493,16 @@ def _check(
 # --- nodes ---------------------------------------------------------------------------------------
 
 
-def qa_items(qa_file: str) -> tuple[QAItem, ...]:
-    """The questions of a FairytaleQA CSV or a JSONL question file."""
+def qa_items(qa_file: str, with_zims: bool = False) -> tuple[QAItem, ...]:
+    """The questions of a FairytaleQA CSV or a JSONL question file; ``with_zims``: library questions as
+    asked beside the archives (``qa_files.with_archives``)."""
     path = Path(qa_file).expanduser()
     if not path.is_file():
         raise FolioError(str(path), "question file not found")
     items = read_jsonl(path) if path.suffix.lower() in (".jsonl", ".json") else read_fairytaleqa(path)
     if not items:
         raise FolioError(str(path), "no questions in the file")
-    return items
+    return tuple(with_archives(i) for i in items) if with_zims else items
 
 
 def gold_spans(qa_items: tuple[QAItem, ...], stores_by_file: dict) -> tuple[GoldSpan | None, ...]:

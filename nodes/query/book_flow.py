@@ -24,7 +24,8 @@
    (``_alias``: "Little Red Riding Hood" is Grimm's "Little Red-Cap"; the answer says so), else the
    router's suggested queries (an LLM router's) searched in the whole books; then the refusal, naming
    the names no book holds. A question for someone's thing that no passage names ("What is the name of
-   Sherlock Holmes's sister?") is insufficient, saying what was found and what was not; so is one
+   Sherlock Holmes's sister?") is insufficient, saying what was found and what was not, as is one whose
+   names only one passage holds, saying nothing of what is asked ("How did the Titanic sink?"); so is one
    asking for a kind of thing no passage mentions ("Which university did Alice attend?"). A clause with
    no name of its own pointing back with a pronoun to names the clause before it missed is insufficient.
    A clause routed to other sources too is supported here only through such an alias, or when it has
@@ -70,6 +71,7 @@ from folio.nodes.core.evidence import (
     refers_back,
     scope_chapters,
     sufficient,
+    unheld_focus,
     unheld_kind,
     unheld_relation,
 )
@@ -245,6 +247,8 @@ def _judged(
     if alias_only and not aliases and not (ok and names_in(clause)):
         ok = False
     relation = unheld_relation(clause, [h.text for h in found.hits[:k]]) if ok else None
+    if relation is None and ok:
+        relation = unheld_focus(clause, [h.text for h in (*found.lexical[:10], *found.semantic[:10])])
     if relation is not None:
         ok = False
         notes.append(relation)

@@ -64,12 +64,14 @@ Several results of one source for one clause stay separate sections: the Kiwix s
 per book that answers (its passage, labelled "TITLE › SECTION", cited with the article's URL and
 section), so a multi-book Kiwix answer has one level of headers and each book is cut on its own.
 
-Subject (issue 27): a Kiwix passage is cited only when its article (title, section and passage) holds one
-of the question's names ("Why did the Red-Headed League dissolve?" never cites the Termites article) or,
-for a question without names, what it asks about (``sentence_scoring.holds_subject``: every word of its
-last "of" phrase, "the boiling point of ethanol" never cites the Oxygen article; else one of its content
-words); an article that does not is a note, and a Kiwix result left with none says which archives were
-searched.
+Subject (issue 27): a Kiwix passage is cited only when its article (title, section and passage) holds
+half of the question's names and one at least ("Why did the Red-Headed League dissolve?" never cites the
+Termites article, nor Scrooge's "Ghost of Christmas Yet to Come" the song "Come Back Baby") and, unless
+its title holds one, something the question asks about them (the Lion article names Africa, not its
+tallest mountain); for a question without names, what it asks about (``sentence_scoring.holds_subject``:
+every word of its last "of" phrase, "the boiling point of ethanol" never cites the Oxygen article; else
+half of its content words, "a car engine" not the Wiki article's "wiki engines"); an article that does
+not is a note, and a Kiwix result left with none says which archives were searched.
 
 Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is then false and
 ``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
@@ -90,9 +92,10 @@ from hamilton.function_modifiers import config, hamilton_exclude
 from folio.nodes.backends.book_tools import PendingJobs, shared_pool
 from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.backends.searxng import SearxngSource
+from folio.nodes.core.evidence import LIGHT_VERBS
 from folio.nodes.core.kiwix_types import ContextSection, KiwixCatalog, KiwixResult
 from folio.nodes.core.ranking import missing_names, name_phrases, names_in
-from folio.nodes.core.sentence_scoring import holds_subject, subject_terms
+from folio.nodes.core.sentence_scoring import focus_terms, held_terms, holds_subject, subject_terms
 from folio.nodes.core.text import sentences as _sentence_spans
 from folio.nodes.core.text import stems, truncate
 from folio.nodes.core.types import NO_RESULTS, Citation, FolioError, FusedContext, RouteDecision, SourceResult
@@ -307,14 +310,23 @@ def _subject(query: str) -> str:
 
 
 def _holds_subject(query: str, title: str, passage: str) -> bool:
-    """Whether an article (its title, section and cited passage) holds the question's subject: at least one
-    of the query's names (``scores.missing_names``: "Termites" does not hold "Red-Headed League"); without
-    names, what it asks about (``sentence_scoring.holds_subject``: "the boiling point of ethanol" is not
-    held by the Oxygen article)."""
+    """Whether an article (its title, section and cited passage) holds the question's subject: at least half
+    of the query's names, at least one (``scores.missing_names``: "Termites" does not hold "Red-Headed
+    League", "Come Back Baby" not "Ebenezer Scrooge ... the Ghost of Christmas Yet to Come"); and, unless
+    its title holds a name, something the question asks about them (``evidence.LIGHT_VERBS`` aside: the
+    Lion article names Africa but says nothing of its tallest mountain); without names, what it asks about
+    (``sentence_scoring.holds_subject``: "the boiling point of ethanol" is not held by the Oxygen
+    article)."""
     names = names_in(query)
+    text = f"{title}\n{passage}"
     if not names:
-        return holds_subject(query, f"{title}\n{passage}")
-    return len(missing_names(query, [f"{title}\n{passage}"])) < len(names)
+        return holds_subject(query, text)
+    held = len(names) - len(missing_names(query, [text]))
+    if held == 0 or 2 * held < len(names):
+        return False
+    focus = focus_terms(query) - LIGHT_VERBS
+    titled = len(missing_names(query, [title])) < len(names)
+    return not focus or titled or bool(held_terms(focus, text))
 
 
 # --- nodes ---------------------------------------------------------------------------------------------
