@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from folio.nodes.core.kiwix_types import ContextSection, KiwixContext, KiwixResult
 from folio.nodes.core.sentence_scoring import holds_subject, subject_terms
-from folio.nodes.query.source_fusion import _kiwix_source_results
+from folio.nodes.query.source_fusion import _kiwix_source_results, _looks_empty
 
 WIKI = "wikipedia_en_100_mini_2022-10"
 
@@ -22,7 +22,8 @@ def test_a_kiwix_article_without_the_questions_subject_is_not_cited() -> None:
     termites = _section("Termites", "Termites are eusocial insects that dissolve wood in their guts.")
     (result,) = _kiwix_source_results(_result("Why did the Red-Headed League dissolve?", termites))
     assert result.citations == () and result.label == WIKI
-    assert result.text == "no results found"  # an empty result (the refusal), the note says why
+    assert result.text == "no articles found for the question's subject"  # empty (a refusal); notes say why
+    assert _looks_empty(result.text)
     assert result.notes == (
         "kiwix: 'Termites' does not hold the question's subject (Red Headed League): not cited",
     )
@@ -57,7 +58,7 @@ def test_the_subject_of_a_question_without_names_is_its_of_phrase_or_its_content
 def test_an_article_without_the_subject_of_a_question_without_names_is_not_cited() -> None:
     oxygen = _section("Oxygen", "Oxygen is the chemical element with the symbol O and atomic number 8.")
     (result,) = _kiwix_source_results(_result("What is the boiling point of ethanol?", oxygen))
-    assert result.citations == () and result.text == "no results found"
+    assert result.citations == () and result.text == "no articles found for the question's subject"
     assert result.notes == ("kiwix: 'Oxygen' does not hold the question's subject (ethanol): not cited",)
     ethanol = _section("Ethanol", "Ethanol boils at 78 °C.")
     (result,) = _kiwix_source_results(_result("What is the boiling point of ethanol?", ethanol, oxygen))

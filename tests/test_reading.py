@@ -285,3 +285,24 @@ def test_a_question_s_names_and_what_a_text_holds_of_them() -> None:
     assert held(frozenset({"dropp"}), "They drop it.") == {"dropp"}
     assert held(frozenset({"drop"}), "They dropped it.") == {"drop"}
     assert held(frozenset({"dro"}), "They drop it.") == frozenset()  # under four letters: the same stem only
+
+
+def test_a_name_weighs_as_any_word_unless_only_a_chapter_title_holds_it() -> None:
+    """ "What creature did the Time Traveller see on the beach?": the narrator's "to tell the Time Traveller"
+    repeats the name; the Time Traveller's own "a monstrous crab-like creature" answers (names weighed
+    double before issue 27's session 38, and the first won)."""
+    text = (BOOKS / "txt" / "pg35_wells_the-time-machine.txt").read_text(encoding="utf-8")
+    flat = " ".join(text.split())
+    told = "I got up and went down the passage to tell the Time Traveller."
+    crab = "Then I saw the thing was really a monstrous crab-like creature."
+    assert told in flat and crab in flat
+    question = "What creature did the Time Traveller see on the beach at the end of the world?"
+    scores = word_scores(question, [told, crab])
+    assert scores[1] > scores[0]
+    _, weight = found_terms(question, [told, crab])
+    assert weight["traveller"] == pytest.approx(weight["creature"])  # each in one text: the same weight
+    # a story's name said only by its chapter title still picks that story (it counts double)
+    _, titled = found_terms(
+        "Why did the daughter weep in Rumpelstiltskin?", ["She wept.", "She wept."], ["RUMPELSTILTSKIN", ""]
+    )
+    assert titled["rumpelstiltskin"] > titled["weep"]

@@ -4,7 +4,7 @@ question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/k
 - ``relevance(question, texts, encoder=None)``: one score per text, higher is better, in [0, 1]: by
   meaning (cosine with the question, one batched ``encode`` when an encoder is given), by the question's
   words (``word_scores``: light stems, inflections matched ("drop" / "dropped"), each weighted by how
-  rare it is among ``texts``, a name of the question counting double) and by its kind (``asked``: who /
+  rare it is among ``texts``, a name of the question counting as any word) and by its kind (``asked``: who /
   when / where / why / how / how-many / what-is; a "when" question favours sentences with time words,
   "why" ones with "because", "so that", ..., "who" ones with a name the question does not hold), and by
   the type of answer it asks for (``backends/answer_types.py``, ``TYPE_WEIGHT``: "which lake" a name
@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from folio.nodes.backends.answer_types import answer_type, type_cue
@@ -49,7 +49,6 @@ MEANING_WEIGHT = 0.1
 WORDS_WEIGHT = 1.0
 KIND_WEIGHT = 0.05
 TYPE_WEIGHT = 0.1  # a text holding an answer of the asked type (``nodes/backends/answer_types.py``)
-NAME_WEIGHT = 2.0  # a stem of the question's names weighs this many times another
 FOCUS_SHARE = 0.5  # a text holding the question's names but none of its other words counts this share
 
 
@@ -413,11 +412,22 @@ def _text_stems(text: str) -> tuple[frozenset[str], frozenset[str]]:
     return own, _extended(own)
 
 
+def names_by_title(question: str, titled: Iterable[frozenset[str]]) -> frozenset[str]:
+    """The stems of the question's names that some text holds only through its context (its chapter's
+    title)."""
+    held = frozenset().union(*titled)
+    return name_terms(question) & held if held else frozenset()
+
+
 def found_terms(
     question: str, texts: Sequence[str], contexts: Sequence[str] = ()
 ) -> tuple[list[frozenset[str]], dict[str, float]]:
     """The question's content stems found in each text, and each stem's weight (summing to 1): its
-    rarity among ``texts`` (a stem in every text counts least), a stem of a name in the question double.
+    rarity among ``texts`` (a stem in every text counts least); a stem of the question's names weighs as
+    any other unless only a context holds it, where it counts double (the name of a story whose text
+    never says it picks that story's sentences). Names weighed double everywhere until issue 27's
+    session 38: sentences that only repeat a name ("in Flatland", "the Time Traveller") won over the one
+    that answers.
     ``contexts`` (one per text, optional): what a text is read under, its chapter or section title; a
     stem of the question in a text's context counts as found in the text ("Hans" in a sentence of the
     chapter "Hans in Luck" that says only "he") when no text read under that context says it itself:
@@ -426,7 +436,6 @@ def found_terms(
     terms = lemma_stems(question)
     if not terms:
         return [frozenset() for _ in texts], {}
-    names = name_terms(question)
     said = [held_terms(terms, text) for text in texts]
     said_under: dict[str, set[str]] = {}
     for i, found_here in enumerate(said):
@@ -436,8 +445,9 @@ def found_terms(
         titled[context] = held_terms(terms - held, context) if context else frozenset()
     found = [said[i] | titled[contexts[i] if i < len(contexts) else ""] for i in range(len(texts))]
     n = len(texts)
+    by_title = names_by_title(question, titled.values())
     weight = {
-        t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found))) * (NAME_WEIGHT if t in names else 1.0)
+        t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found))) * (2.0 if t in by_title else 1.0)
         for t in terms
     }
     total = sum(weight.values())
@@ -518,8 +528,8 @@ def focused(found: frozenset[str], weight: dict[str, float], focus: frozenset[st
 
 def word_scores(question: str, texts: Sequence[str]) -> tuple[float, ...]:
     """Share of the question's content stems in each text, each stem weighted by its rarity among
-    ``texts`` (a stem in every text counts least) and a stem of a name in the question counting double;
-    a text holding none of what the question asks about besides its names counts ``FOCUS_SHARE``."""
+    ``texts`` (a stem in every text counts least); a text holding none of what the question asks about
+    besides its names counts ``FOCUS_SHARE``."""
     if not texts:
         return ()
     found, weight = found_terms(question, texts)

@@ -115,6 +115,9 @@ LOOKS_EMPTY = (
     "no articles found",
     "(no context)",
 )
+UNHELD = (
+    "no articles found for the question's subject"  # articles found, none holding it (the notes say which)
+)
 REFUSALS = ("i could not find support for this in the books",)  # the books' "could not find" (answering.py)
 _EMPTY_TAIL = _re.compile(r"^(?:(?:for|matching)\b.*)?$")
 _EMPTY_MAX_WORDS = 12  # a "no results" message is one short line
@@ -287,7 +290,7 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
         if s not in sections
     )
     if not sections:
-        text = "no results found" if result.context.sections else (result.context.text or "no results found")
+        text = UNHELD if result.context.sections else (result.context.text or "no results found")
         label = ", ".join(result.searched_books) or "kiwix"  # the archives searched, for the refusal
         return (SourceResult("kiwix", label, text, (), None, result.query, notes),)
     out = []
