@@ -175,7 +175,9 @@ def test_an_article_naming_the_subject_in_passing_must_say_something_of_what_is_
     """The Lion article names Africa but says nothing of mountains; an article titled by the question's
     name is about it whatever words its passage uses ("died" of Ray Charles)."""
     lion = _section("Lion", "The lion (Panthera leo) is a large cat of the genus Panthera native to Africa.")
-    assert _kiwix_source_results(_result("What is the tallest mountain in Africa?", lion))[0].citations == ()
+    (refused,) = _kiwix_source_results(_result("What is the tallest mountain in Africa?", lion))
+    assert refused.citations == ()
+    assert refused.notes == ("kiwix: 'Lion' names Africa but says nothing of tallest mountain: not cited",)
     australia = _section(
         "Australia", "Canberra is the nation's capital, while its most populous city is Sydney."
     )

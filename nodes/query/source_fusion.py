@@ -285,7 +285,7 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     notes = tuple(f"kiwix: {book}: {reason}" for book, reason in result.errors)
     sections = [s for s in result.context.sections if _holds_subject(result.query, _titled(s), s.text)]
     notes += tuple(
-        f"kiwix: {s.title!r} does not hold the question's subject ({_subject(result.query)}): not cited"
+        f"kiwix: {s.title!r} {_unheld(result.query, s)}: not cited"
         for s in result.context.sections
         if s not in sections
     )
@@ -305,6 +305,18 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
 
 def _titled(section: ContextSection) -> str:
     return f"{section.title} › {section.section}" if section.section else section.title
+
+
+def _unheld(query: str, section: ContextSection) -> str:
+    """Why an article is not cited: it lacks the subject, or names it and says nothing of what is asked."""
+    text = f"{_titled(section)}\n{section.text}"
+    names = names_in(query)
+    held = len(names) - len(missing_names(query, [text]))
+    if names and 2 * held >= len(names):
+        focus = focus_terms(query) - LIGHT_VERBS
+        asked = [w for w in _re.findall(r"[A-Za-z][\w'-]*", query) if held_terms(focus, w)]
+        return f"names {_subject(query)} but says nothing of {' '.join(asked)}"
+    return f"does not hold the question's subject ({_subject(query)})"
 
 
 def _subject(query: str) -> str:
