@@ -27,11 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from folio.nodes.core.ranking import missing_names, names_in
-from folio.nodes.core.sentence_scoring import (
-    focus_terms,
-    held_terms,
-    lemma_stems,
-)
+from folio.nodes.core.sentence_scoring import focus_terms, held_terms, lemma_stems
 from folio.nodes.core.text import STOPWORDS, coverage, stems
 from folio.nodes.core.types import Hit
 
@@ -226,19 +222,31 @@ LIGHT_VERBS = lemma_stems(
 )
 
 
+def asked_terms(question: str) -> frozenset[str]:
+    """What a question with names asks about them that a passage should say: ``focus_terms`` but
+    ``LIGHT_VERBS`` ("How did the Titanic sink?" -> sink)."""
+    return focus_terms(question) - LIGHT_VERBS
+
+
+def asked_words(question: str) -> list[str]:
+    """The question's words that ``asked_terms`` stands for, as written, for a note."""
+    terms = asked_terms(question)
+    return [w for w in re.findall(r"[A-Za-z][\w'-]*", question) if held_terms(terms, w)]
+
+
 def unheld_focus(clause: str, texts: Sequence[str]) -> str | None:
     """The note when the clause's names are held by one text only (a mention in passing) that says
-    nothing of what the clause asks about them (``sentence_scoring.focus_terms`` but ``LIGHT_VERBS``):
+    nothing of what the clause asks about them (``asked_terms``):
     "How did the Titanic sink?" over Moby-Dick's one "Titanic circus-rider" and other chunks about
     sinking whales. None when no text holds a name (the names rule decides), when several do (a tale
     of Mr. Korbes need not say "end"), or when the clause asks nothing besides its names."""
     names = names_in(clause)
-    focus = focus_terms(clause) - LIGHT_VERBS
+    focus = asked_terms(clause)
     if not names or not focus:
         return None
     holders = [t for t in texts if len(missing_names(clause, [t])) < len(names)]
     if len(holders) != 1 or held_terms(focus, holders[0]):
         return None  # a name held by several passages is what they are about, whatever words they use
-    asked = [w for w in re.findall(r"[A-Za-z][\w'-]*", clause) if held_terms(focus, w)]
     held = [" ".join(n) for n in names if " ".join(n) not in missing_names(clause, holders)]
-    return f"Found {', '.join(held)} in the books, but no passage with it mentions {', '.join(asked)}"
+    asked = ", ".join(asked_words(clause))
+    return f"Found {', '.join(held)} in the books, but no passage with it mentions {asked}"

@@ -92,10 +92,10 @@ from hamilton.function_modifiers import config, hamilton_exclude
 from folio.nodes.backends.book_tools import PendingJobs, shared_pool
 from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.backends.searxng import SearxngSource
-from folio.nodes.core.evidence import LIGHT_VERBS
+from folio.nodes.core.evidence import asked_terms, asked_words
 from folio.nodes.core.kiwix_types import ContextSection, KiwixCatalog, KiwixResult
 from folio.nodes.core.ranking import missing_names, name_phrases, names_in
-from folio.nodes.core.sentence_scoring import focus_terms, held_terms, holds_subject, subject_terms
+from folio.nodes.core.sentence_scoring import held_terms, holds_subject, subject_terms
 from folio.nodes.core.text import sentences as _sentence_spans
 from folio.nodes.core.text import stems, truncate
 from folio.nodes.core.types import NO_RESULTS, Citation, FolioError, FusedContext, RouteDecision, SourceResult
@@ -280,15 +280,12 @@ def _fuse_results(
 def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     """A Kiwix result as fusion sources: one per book that answers (its passage, labelled "TITLE ›
     SECTION", cited with the article's URL and section) and whose article holds the question's subject
-    (``_holds_subject``); one empty result, labelled with the archives searched, when none does. The
+    (``_unheld``); one empty result, labelled with the archives searched, when none does. The
     books that could not be opened or searched (a damaged ZIM) are notes on each."""
     notes = tuple(f"kiwix: {book}: {reason}" for book, reason in result.errors)
-    sections = [s for s in result.context.sections if _holds_subject(result.query, _titled(s), s.text)]
-    notes += tuple(
-        f"kiwix: {s.title!r} {_unheld(result.query, s)}: not cited"
-        for s in result.context.sections
-        if s not in sections
-    )
+    judged = [(s, _unheld(result.query, _titled(s), s.text)) for s in result.context.sections]
+    sections = [s for s, why in judged if why is None]
+    notes += tuple(f"kiwix: {s.title!r} {why}: not cited" for s, why in judged if why)
     if not sections:
         text = UNHELD if result.context.sections else (result.context.text or "no results found")
         label = ", ".join(result.searched_books) or "kiwix"  # the archives searched, for the refusal
@@ -307,41 +304,32 @@ def _titled(section: ContextSection) -> str:
     return f"{section.title} › {section.section}" if section.section else section.title
 
 
-def _unheld(query: str, section: ContextSection) -> str:
-    """Why an article is not cited: it lacks the subject, or names it and says nothing of what is asked."""
-    text = f"{_titled(section)}\n{section.text}"
-    names = names_in(query)
-    held = len(names) - len(missing_names(query, [text]))
-    if names and 2 * held >= len(names):
-        focus = focus_terms(query) - LIGHT_VERBS
-        asked = [w for w in _re.findall(r"[A-Za-z][\w'-]*", query) if held_terms(focus, w)]
-        return f"names {_subject(query)} but says nothing of {' '.join(asked)}"
-    return f"does not hold the question's subject ({_subject(query)})"
-
-
 def _subject(query: str) -> str:
     names = name_phrases(query)
     return ", ".join(names) if names else ", ".join(sorted(subject_terms(query)[0]))
 
 
-def _holds_subject(query: str, title: str, passage: str) -> bool:
-    """Whether an article (its title, section and cited passage) holds the question's subject: at least half
-    of the query's names, at least one (``scores.missing_names``: "Termites" does not hold "Red-Headed
-    League", "Come Back Baby" not "Ebenezer Scrooge ... the Ghost of Christmas Yet to Come"); and, unless
-    its title holds a name, something the question asks about them (``evidence.LIGHT_VERBS`` aside: the
-    Lion article names Africa but says nothing of its tallest mountain); without names, what it asks about
-    (``sentence_scoring.holds_subject``: "the boiling point of ethanol" is not held by the Oxygen
-    article)."""
+def _unheld(query: str, title: str, passage: str) -> str | None:
+    """Why an article (its title, section and cited passage) is not cited, or None when it holds the
+    question's subject: at least half of the query's names, at least one (``scores.missing_names``:
+    "Termites" does not hold "Red-Headed League", "Come Back Baby" not "Ebenezer Scrooge ... the Ghost of
+    Christmas Yet to Come"); and, unless its title holds a name, something the question asks about them
+    (``evidence.asked_terms``: the Lion article names Africa but says nothing of its tallest
+    mountain); without names, what it asks about (``sentence_scoring.holds_subject``: "the boiling point
+    of ethanol" is not held by the Oxygen article)."""
     names = names_in(query)
     text = f"{title}\n{passage}"
-    if not names:
-        return holds_subject(query, text)
-    held = len(names) - len(missing_names(query, [text]))
-    if held == 0 or 2 * held < len(names):
-        return False
-    focus = focus_terms(query) - LIGHT_VERBS
-    titled = len(missing_names(query, [title])) < len(names)
-    return not focus or titled or bool(held_terms(focus, text))
+    if names:
+        held = len(names) - len(missing_names(query, [text]))
+        holds = held > 0 and 2 * held >= len(names)
+    else:
+        holds = holds_subject(query, text)
+    if not holds:
+        return f"does not hold the question's subject ({_subject(query)})"
+    focus = asked_terms(query) if names else frozenset()
+    if not focus or len(missing_names(query, [title])) < len(names) or held_terms(focus, text):
+        return None
+    return f"names {_subject(query)} but says nothing of {' '.join(asked_words(query))}"
 
 
 # --- nodes ---------------------------------------------------------------------------------------------
