@@ -51,8 +51,9 @@ compared as bags of words, so word order and synonyms are invisible.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -308,7 +309,7 @@ def names_in(question: str) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(tokens(phrase)) for phrase in name_phrases(question))
 
 
-def _near(word: str, known: set[str], names: set[str]) -> bool:
+def _near(word: str, known: Collection[str], names: Collection[str]) -> bool:
     """``word`` is in ``known``, or (5+ letters) one slip away from a word of ``names`` (a letter added,
     dropped, changed or two swapped: "Jemina" for "Jemima", "Issac" for "Isaac"); slips are forgiven
     against names only, so "Bennet" is not held by "bonnet" nor "Harry" by "carry"."""
@@ -344,7 +345,7 @@ def missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
         return ()
     spellings = {name: _spellings(name) for name in names}
     wanted = [stem(w) for forms in spellings.values() for f in forms for w in content_words(" ".join(f))]
-    prefixes = {w[:2] for w in wanted}
+    prefixes = frozenset(w[:2] for w in wanted)
     held_by = [_name_words(text, prefixes) for text in texts]
     return tuple(
         " ".join(name)
@@ -364,7 +365,7 @@ def _spellings(name: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     return (name, *joined)
 
 
-def _holds(text: str, name: tuple[str, ...], words: set[str], capitalised: set[str]) -> bool:
+def _holds(text: str, name: tuple[str, ...], words: frozenset[str], capitalised: frozenset[str]) -> bool:
     """Whether ``text`` (its ``_name_words``) holds ``name`` (see ``missing_names``)."""
     head = name[-1]
     as_name = not head.isalpha() or _near(stem(fold(head)), capitalised, capitalised)
@@ -375,10 +376,12 @@ def _holds(text: str, name: tuple[str, ...], words: set[str], capitalised: set[s
     return all(_near(stem(w), words, capitalised) for w in content_words(" ".join(name)))
 
 
-def _name_words(text: str, prefixes: set[str]) -> tuple[set[str], set[str]]:
+@functools.lru_cache(maxsize=1024)
+def _name_words(text: str, prefixes: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
     """The words of ``text`` that may hold a name's words (those opening with one of ``prefixes``), as
-    light stems of their base forms: all of them, and the capitalised ones."""
+    light stems of their base forms: all of them, and the capitalised ones. Remembered per text and
+    prefixes: an ask's evidence rules read the same chunks for the same names several times."""
     seen = {tok for tok in tokens(text) if tok[:2].lower() in prefixes}
-    words = {stem(base_word(fold(tok))) for tok in seen}
-    capitalised = {stem(base_word(fold(tok))) for tok in seen if tok[0].isupper()}
+    words = frozenset(stem(base_word(fold(tok))) for tok in seen)
+    capitalised = frozenset(stem(base_word(fold(tok))) for tok in seen if tok[0].isupper())
     return words, capitalised
