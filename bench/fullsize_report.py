@@ -66,6 +66,11 @@ def _index_rows(index: dict[str, Any], empty: Any) -> list[tuple[str, str]]:
             "parts p95: semantic index / lexical index",
             f"{warm['semantic_index']['p95_ms']} / {warm['lexical_index']['p95_ms']} ms",
         ),
+        *(
+            [("each book's best chunk (the router's search) p50 / p95", _p50_p95(warm["lexical_per_book"]))]
+            if "lexical_per_book" in warm
+            else []
+        ),
         (
             "open files / RSS / disk",
             f"{index['open_files']} / {index['rss_mb']:,} MB / {index['disk_mb']:,} MB",
@@ -74,6 +79,10 @@ def _index_rows(index: dict[str, Any], empty: Any) -> list[tuple[str, str]]:
         ("remove that book", f"{index['remove_one_book_s']} s"),
         *_compact_rows(index),
     ]
+
+
+def _p50_p95(summary: dict[str, Any]) -> str:
+    return f"{summary['p50_ms']} / {summary['p95_ms']} ms"
 
 
 def _compact_rows(index: dict[str, Any]) -> list[tuple[str, str]]:

@@ -163,6 +163,12 @@ def examine(library: Library) -> Checkup:
         if lexical is not None:
             index.rebuild_lexical()
             findings.append(Finding(str(lib.database_path), f"lexical index: {lexical}", "rebuilt", True))
+        postings = index.postings_problem()
+        if postings is not None:
+            index.write_every_postings()
+            findings.append(
+                Finding(str(lib.database_path), f"lexical index: {postings}", "written again", True)
+            )
         if catalog is not None:
             lib.drop_catalog()
             lib.sync_catalog()

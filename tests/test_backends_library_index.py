@@ -243,3 +243,25 @@ def test_a_scoped_search_walks_only_its_books_rowid_spans_and_finds_the_same_hit
         assert [(h.chunk_id, h.score) for h in hits] == [(h.chunk_id, h.score) for h in plain], (query, i)
         matched += bool(hits)
     assert matched >= 10
+
+
+def test_a_search_of_thousands_of_books_passes_its_scope_as_one_parameter(
+    generated: Library, monkeypatch
+) -> None:
+    """A search routed to many books repeats its scope per rowid span and per phrase: at 2 M windows, an
+    ask routed to hundreds of books failed with "too many SQL variables". Beyond ``SCOPE_LIST_MAX`` the
+    books are one JSON parameter, with the same hits as the list of placeholders."""
+    from folio.nodes.backends import index_store
+
+    index = generated.index
+    every = sorted(d["book_id"] for d in generated.descriptors())
+    many = [*every[::2], *(f"not-a-book-{i}" for i in range(3000))]
+    query = "the old woman said to the wolf at the well in the snow"
+    found = index.lexical(query, 10, many)
+    assert found and {h.book_id for h in found} <= set(every[::2])
+    monkeypatch.setattr(index_store, "SCOPE_LIST_MAX", 10**6)  # placeholders for each id, as before
+    assert [(h.chunk_id, h.score) for h in index.lexical(query, 10, every[::2])] == [
+        (h.chunk_id, h.score) for h in found
+    ]
+    with pytest.raises(apsw.SQLError, match="too many SQL variables"):
+        index.lexical(query, 10, many)

@@ -293,6 +293,20 @@ def opening_words(book: BookRows, n: int = 12) -> str:
     return " ".join(book.chunks[0][7].split()[:n])
 
 
+def from_postings(index: LibraryIndex, query: str, k: int) -> list[tuple[str, float]]:
+    """The whole-library lexical search scored from the term postings (as in a large library)."""
+    from folio.nodes.backends import index_search
+
+    before = index_search.POSTINGS_MIN_CHUNKS
+    index_search.POSTINGS_MIN_CHUNKS = 0
+    try:
+        with index._reading() as conn:
+            assert index._corpus(conn) is not None, "no whole postings"
+        return [(h.chunk_id, h.score) for h in index.lexical(query, k)]
+    finally:
+        index_search.POSTINGS_MIN_CHUNKS = before
+
+
 def assert_whole_and_searchable(
     index: LibraryIndex, expected: dict[str, tuple], books: Sequence[BookRows]
 ) -> None:
@@ -303,6 +317,7 @@ def assert_whole_and_searchable(
     present = set(expected)
     for book in books:
         hits = index.lexical(opening_words(book), 5)
+        assert from_postings(index, opening_words(book), 5) == [(h.chunk_id, h.score) for h in hits]
         assert {h.book_id for h in hits} <= present
         if book.book_id in present:
             assert hits and hits[0].book_id == book.book_id

@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
 from folio.nodes.backends import index_write
-from folio.nodes.backends.index_write import IndexWrite
+from folio.nodes.backends.index_write import IndexWrite, write_postings
+from folio.nodes.backends.postings import EVERY_CHUNK, POSTING
 from folio.nodes.backends.vector_segments import (
     Segment,
 )
@@ -30,6 +32,8 @@ class IndexRecovery(IndexWrite):
         try:
             meta = self._meta(conn)
             generation = int(meta["generation"])
+            if meta.get("postings") != "complete":
+                self._write_every_postings(conn)
             if "ndim" in meta:  # no segment kept: one new one over every key
                 top = int(meta["next_window"]) - 1
                 written = self._write_segments(conn, generation + 1, (), (), (1, top), meta)
@@ -49,6 +53,33 @@ class IndexRecovery(IndexWrite):
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.remove_stale_vectors()
         return sum(seg.live for seg in self.segments())
+
+    @staticmethod
+    def _write_every_postings(conn: Any) -> None:
+        """Inside a write transaction: the postings of every book, written again (a library made before
+        them), and the mark that they are whole."""
+        conn.execute("DELETE FROM postings")
+        for (book_id,) in list(conn.execute("SELECT DISTINCT book_id FROM chunks ORDER BY book_id")):
+            chunks = list(
+                conn.execute("SELECT rowid, text FROM chunks WHERE book_id = ? ORDER BY rowid", (book_id,))
+            )
+            write_postings(conn, chunks)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('postings', 'complete')")
+
+    def write_every_postings(self) -> None:
+        """Write the postings of every book, as a new generation (one transaction): what ``compact`` does
+        first for a library made before them, on its own."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            generation = int(self._meta(conn)["generation"])
+            self._write_every_postings(conn)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(generation + 1),))
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise
 
     def segments(self) -> tuple[Segment, ...]:
         """The current generation's vector segments, oldest first."""
@@ -72,12 +103,33 @@ class IndexRecovery(IndexWrite):
             return str(exc)
         return None
 
+    def postings_problem(self) -> str | None:
+        """Why the term postings do not cover the chunks (each book's list of every chunk), or None;
+        None too for a library made before them (they are written by ``compact``)."""
+        with self._reading() as conn:
+            if self._meta(conn).get("postings") != "complete":
+                return None
+            held = {
+                int(lo): len(records) // POSTING.itemsize
+                for lo, records in conn.execute(
+                    "SELECT lo, records FROM postings WHERE term = ?", (EVERY_CHUNK,)
+                )
+            }
+            chunks = dict(conn.execute("SELECT min(rowid), count(*) FROM chunks GROUP BY book_id"))
+        if held != chunks:
+            wrong = len({lo for lo in held.keys() | chunks.keys() if held.get(lo) != chunks.get(lo)})
+            return f"the term postings of {wrong} books do not match their chunks"
+        return None
+
     def check(self) -> list[str]:
         """Problems found (empty when whole): FTS5 integrity, counts against descriptors, the HNSW."""
         problems: list[str] = []
         lexical = self.lexical_problem()
         if lexical is not None:
             problems.append(f"lexical index: {lexical}")
+        postings = self.postings_problem()
+        if postings is not None:
+            problems.append(f"lexical index: {postings}")
         with self._reading() as conn:
             segments = self._segments(conn)
             for seg in segments:

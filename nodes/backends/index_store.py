@@ -30,8 +30,10 @@ DATABASE = "library.sqlite"
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's built-in bm25 parameters, kept by the scoped variant
 EXPANSION_SEARCH = 128  # HNSW search breadth: final top-10 agreement with exact 0.948 at 64, 0.983 here
 DTYPES = ("f32", "f16", "i8")
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"  # chunks_fts's tokenizer, read by the postings too
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS books(
     book_id TEXT PRIMARY KEY, title TEXT NOT NULL, descriptor TEXT NOT NULL, concept_map BLOB);
@@ -51,8 +53,14 @@ CREATE TABLE IF NOT EXISTS segments(
     generation INTEGER PRIMARY KEY, lo INTEGER NOT NULL, hi INTEGER NOT NULL, size INTEGER NOT NULL,
     live INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    text, content='chunks', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2');
+    text, content='chunks', content_rowid='rowid', tokenize='"""
+    + FTS_TOKENIZE
+    + """');
+CREATE TABLE IF NOT EXISTS postings(
+    term TEXT NOT NULL, lo INTEGER NOT NULL, records BLOB NOT NULL, PRIMARY KEY(term, lo)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS postings_lo ON postings(lo);
 """
+)
 
 CHUNK_COLUMNS = (
     "c.rowid, c.book_id, c.chunk_id, c.chapter_id, c.start, c.end, c.text, "
@@ -94,14 +102,25 @@ def sql_in(column: str, values: Collection[str] | Collection[int]) -> tuple[str,
     return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
 
+SCOPE_LIST_MAX = 64  # a scope of more books or chapters is one JSON parameter (``json_each``)
+
+
 def sql_scope(
     book_ids: Collection[str] | None, chapter_ids: Collection[str] | None
 ) -> tuple[str, list[object]]:
-    """`` AND ...`` restricting chunk alias ``c`` to the books and chapters (None: no restriction)."""
-    sql, params = "", []
+    """`` AND ...`` restricting chunk alias ``c`` to the books and chapters (None: no restriction). A long
+    list is one JSON parameter: a statement repeats its scope per rowid span and per phrase, and a search
+    routed to hundreds of books would pass SQLite's limit of 32,766 parameters."""
+    sql, params = "", list[object]()
     for column, values in (("c.book_id", book_ids), ("c.chapter_id", chapter_ids)):
-        if values is not None:
-            clause, ps = sql_in(column, sorted(set(values)))
+        if values is None:
+            continue
+        ordered = sorted(set(values))
+        if len(ordered) > SCOPE_LIST_MAX:
+            sql += f" AND {column} IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps(ordered))
+        else:
+            clause, ps = sql_in(column, ordered)
             sql += f" AND {clause}"
             params.extend(ps)
     return sql, params
@@ -170,7 +189,7 @@ def _meta_complete(conn: Any) -> bool:
     """The database is in WAL mode and holds every table of ``SCHEMA`` and the meta rows (a library
     that opening need not write)."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
-    wanted = {"meta", "books", "chapters", "chunks", "windows", "segments", "chunks_fts"}
+    wanted = {"meta", "books", "chapters", "chunks", "windows", "segments", "chunks_fts", "postings"}
     keys = {row[0] for row in conn.execute("SELECT key FROM meta")}
     mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     return (
@@ -230,6 +249,8 @@ class IndexStore:
                     "('next_chunk', '1'), ('next_window', '1')",
                     (str(FORMAT_VERSION),),
                 )
+                if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:  # postings from the start
+                    conn.execute("INSERT OR IGNORE INTO meta VALUES ('postings', 'complete')")
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(Exception):

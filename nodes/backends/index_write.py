@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from folio.nodes.backends.index_store import IndexStore, apsw_busy, sql_in
+from folio.nodes.backends.index_store import FTS_TOKENIZE, IndexStore, apsw_busy, sql_in
+from folio.nodes.backends.postings import book_postings, fts5_tokenizer
 from folio.nodes.backends.vector_segments import (
     Segment,
     after_removal,
@@ -31,6 +32,17 @@ from folio.nodes.core.types import FolioError
 def checkpoint(step: str) -> None:
     """A named step of a write (``commit``); does nothing. Crash tests replace it to kill the process
     at that step."""
+
+
+def write_postings(conn: Any, chunks: Sequence[tuple[int, str]]) -> None:
+    """Insert the postings of one book's ``chunks`` (``(rowid, text)``), keyed by its first rowid."""
+    if not chunks:
+        return
+    lo = min(rowid for rowid, _ in chunks)
+    if max(rowid for rowid, _ in chunks) >= 2**32:
+        raise FolioError(str(lo), "chunk keys beyond 2**32: the postings cannot hold them")
+    records = book_postings(fts5_tokenizer(conn, FTS_TOKENIZE), chunks)
+    conn.executemany("INSERT INTO postings VALUES (?, ?, ?)", [(t, lo, r) for t, r in records.items()])
 
 
 @dataclass(frozen=True)
@@ -163,6 +175,11 @@ class IndexWrite(IndexStore):
         where, params = sql_in("book_id", book_ids)
         old_keys = [r[0] for r in conn.execute(f"SELECT key FROM windows WHERE {where}", params)]
         conn.execute(
+            "DELETE FROM postings WHERE lo IN "
+            f"(SELECT min(rowid) FROM chunks WHERE {where} GROUP BY book_id)",
+            params,
+        )
+        conn.execute(
             "INSERT INTO chunks_fts(chunks_fts, rowid, text) "
             "SELECT 'delete', rowid, text FROM chunks "
             f"WHERE {where}",
@@ -192,6 +209,7 @@ class IndexWrite(IndexStore):
             "INSERT INTO chunks_fts(rowid, text) SELECT rowid, text FROM chunks WHERE book_id = ?",
             (book.book_id,),
         )
+        write_postings(conn, [(base + c[0], c[7]) for c in chunks])
         next_chunk = base + max((c[0] for c in chunks), default=next_chunk - base - 1) + 1
         if windows:
             matrix = np.ascontiguousarray(vectors[[w[0] for w in windows]], dtype=np.float32)

@@ -5,15 +5,17 @@ Files in the library directory::
     library.sqlite          (WAL) meta, books (descriptor + concept map), chapters, chunks, chunks_fts
                             (FTS5, external content, porter unicode61 remove_diacritics 2), windows
                             (window key -> chunk, with the window's float32 vector), segments (the
-                            vectors files of the current generation, ``nodes.backends.vector_segments``)
+                            vectors files of the current generation, ``nodes.backends.vector_segments``),
+                            postings (per term and book, ``nodes.backends.postings``)
     vectors-<G>.usearch     an HNSW segment written by generation G, never changed after; keys = window
                             keys (a run of them)
 
 A query is one index lookup whatever the number of books: lexical search is one FTS5 statement with
-library-wide term statistics, filtered by book and chapter columns; semantic search asks each HNSW segment
-for candidates and re-scores their union exactly from the stored float32 vectors (so a quantised index
-costs little quality), or, for a scope of some books or chapters, an exact scan of that scope's
-vectors (cached per book, bounded). Hits carry their book and chapter.
+library-wide term statistics, filtered by book and chapter columns (a whole-library search of a large
+library scores the same bm25 from the term postings instead, FTS5 finding only the bonus phrases);
+semantic search asks each HNSW segment for candidates and re-scores their union exactly from the stored
+float32 vectors (so a quantised index costs little quality), or, for a scope of some books or chapters,
+an exact scan of that scope's vectors (cached per book, bounded). Hits carry their book and chapter.
 
 Writes (``commit``) add and remove whole books in one SQLite transaction (``BEGIN IMMEDIATE``,
 ``synchronous=FULL``); the new windows go to a new segment file (with the newest segments the merge
