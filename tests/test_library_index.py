@@ -295,16 +295,16 @@ def opening_words(book: BookRows, n: int = 12) -> str:
 
 def from_postings(index: LibraryIndex, query: str, k: int) -> list[tuple[str, float]]:
     """The whole-library lexical search scored from the term postings (as in a large library)."""
-    from folio.nodes.backends import index_search
+    from folio.nodes.backends import index_postings
 
-    before = index_search.POSTINGS_MIN_CHUNKS
-    index_search.POSTINGS_MIN_CHUNKS = 0
+    before = index_postings.POSTINGS_MIN_CHUNKS
+    index_postings.POSTINGS_MIN_CHUNKS = 0
     try:
         with index._reading() as conn:
             assert index._corpus(conn) is not None, "no whole postings"
         return [(h.chunk_id, h.score) for h in index.lexical(query, k)]
     finally:
-        index_search.POSTINGS_MIN_CHUNKS = before
+        index_postings.POSTINGS_MIN_CHUNKS = before
 
 
 def assert_whole_and_searchable(

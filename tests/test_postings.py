@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from folio.dataflows.library import Library
-from folio.nodes.backends import index_search
+from folio.nodes.backends import index_postings
 from folio.nodes.backends.index_search import _varint
 from folio.nodes.backends.postings import (
     EVERY_CHUNK,
@@ -100,11 +100,13 @@ def fairy_copy(fairytale_library: Path, tmp_path_factory) -> Library:
     return Library(target)
 
 
-def _exact_and_postings(index, query: str, k: int, per_book: bool, monkeypatch) -> tuple[list, list]:
-    monkeypatch.setattr(index_search, "POSTINGS_MIN_CHUNKS", 10**9)
-    fts5 = index.lexical(query, k, per_book=per_book)
-    monkeypatch.setattr(index_search, "POSTINGS_MIN_CHUNKS", 0)
-    fast = index.lexical(query, k, per_book=per_book)
+def _exact_and_postings(
+    index, query: str, k: int, per_book: bool, monkeypatch, books: list[str] | None = None
+) -> tuple[list, list]:
+    monkeypatch.setattr(index_postings, "POSTINGS_MIN_CHUNKS", 10**9)
+    fts5 = index.lexical(query, k, books, per_book=per_book)
+    monkeypatch.setattr(index_postings, "POSTINGS_MIN_CHUNKS", 0)
+    fast = index.lexical(query, k, books, per_book=per_book)
     return (
         [(h.book_id, h.chunk_id, h.score) for h in fts5],
         [(h.book_id, h.chunk_id, h.score) for h in fast],
@@ -130,24 +132,25 @@ def test_the_postings_hold_what_fts5_indexed(fairy_copy: Library) -> None:
             assert sorted(held["rowid"].tolist()) == sorted(fts5) and len(fts5) > 0, word
 
 
-def test_a_whole_library_search_from_the_postings_equals_fts5s_to_the_last_bit(
-    fairy_copy: Library, monkeypatch
-) -> None:
+def test_a_search_from_the_postings_equals_fts5s_to_the_last_bit(fairy_copy: Library, monkeypatch) -> None:
+    """The whole library (FTS5's bm25) and some books (the books' own statistics, ``scoped_bm25``)."""
     index = fairy_copy.index
+    every = sorted(d["book_id"] for d in fairy_copy.descriptors())
     used = []
-    rows = index_search.IndexSearch._postings_rows
+    rows = index_postings.IndexPostings._postings_rows
 
     def spy(self, *args):
         found = rows(self, *args)
         used.append(found is not None)
         return found
 
-    monkeypatch.setattr(index_search.IndexSearch, "_postings_rows", spy)
-    for query in QUERIES:
-        for k, per_book in ((1, False), (10, False), (30, False), (1, True), (3, True)):
-            fts5, fast = _exact_and_postings(index, query, k, per_book, monkeypatch)
-            assert fast == fts5, (query, k, per_book)
-    assert sum(used) >= 40  # the postings did the scoring (not FTS5 twice)
+    monkeypatch.setattr(index_postings.IndexPostings, "_postings_rows", spy)
+    for books in (None, every[:1], every[1:], [*every, "not-a-book"]):
+        for query in QUERIES:
+            for k, per_book in ((1, False), (10, False), (30, False), (1, True), (3, True)):
+                fts5, fast = _exact_and_postings(index, query, k, per_book, monkeypatch, books)
+                assert fast == fts5, (query, k, per_book, books)
+    assert sum(used) >= 160  # the postings did the scoring (not FTS5 twice)
 
 
 def test_removing_a_book_removes_its_postings(fairy_copy: Library, monkeypatch) -> None:
@@ -177,7 +180,7 @@ def test_a_library_made_before_the_postings_searches_with_fts5_until_compacted(
     conn.close()
     lib = Library(alice_copy)
     index = lib.index
-    monkeypatch.setattr(index_search, "POSTINGS_MIN_CHUNKS", 0)
+    monkeypatch.setattr(index_postings, "POSTINGS_MIN_CHUNKS", 0)
     with index._reading() as conn:
         assert index._corpus(conn) is None  # no postings yet: FTS5 answers
         assert conn.execute("SELECT count(*) FROM postings").fetchone()[0] == 0

@@ -9,34 +9,23 @@ Config: none (``EXACT_MAX_WINDOWS``, the constants of ``nodes.backends.index_sto
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
 
+from folio.nodes.backends.index_postings import IndexPostings, Narrow
 from folio.nodes.backends.index_store import (
     BM25_K1,
     CHUNK_COLUMNS,
-    FTS_TOKENIZE,
-    IndexStore,
+    Scope,
+    fts_select,
     row_hit,
     sql_in,
     sql_scope,
     vector_matrix,
 )
-from folio.nodes.backends.postings import (
-    EVERY_CHUNK,
-    Corpus,
-    best_rows,
-    bm25_idf,
-    contenders,
-    corpus_of,
-    fts5_tokenizer,
-    holding_all,
-    scored,
-    unpack,
-)
+from folio.nodes.backends.postings import Bonus, bm25_idf
 from folio.nodes.backends.vector_segments import (
     Segment,
     search_breadths,
@@ -59,11 +48,6 @@ LARGE_LIBRARY_CHUNKS = 20_000  # from this many chunks a whole-library search le
 TERM_HITS_CACHE = 4096  # words whose library-wide chunk counts are kept per generation
 NO_IDF = 1e-6  # FTS5's bm25 idf of a word in half the rows or more
 MAX_SPANS = 16  # rowid spans a scoped search walks at most (the closest are joined beyond)
-POSTINGS_MIN_CHUNKS = LARGE_LIBRARY_CHUNKS  # from this many chunks a whole-library search reads the postings
-# FTS5 checks a phrase in one chunk (60 µs) in the time its phrase query steps through about 100 chunks
-# of the phrase's rarest word (0.5-0.9 µs each, at 2 M windows): fewer candidates are checked one by one
-POINT_CHECK_POSTINGS = 100
-Narrow = Callable[[Iterable[Collection[str]]], "tuple[np.ndarray | None, int]"]
 
 
 def best_per_chunk(rowids: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -85,19 +69,6 @@ def _varint(blob: bytes) -> int:
         if not byte & 0x80:
             break
     return value
-
-
-Scope = tuple[str, list[object]]  # `` AND ...`` SQL and its parameters
-
-
-@dataclass(frozen=True)
-class Bonus:
-    """A lexical bonus: the MATCH ``expression`` of its phrases, its ``weight`` (in units of the best
-    bm25) and each phrase's tokens (``alternatives``: a chunk holding any one earns it)."""
-
-    expression: str
-    weight: float
-    alternatives: tuple[frozenset[str], ...]
 
 
 def informative_terms(terms: Sequence[str], hits: Sequence[int], rows: int, k: int) -> tuple[str, ...]:
@@ -135,21 +106,7 @@ def merged_spans(ranges: Sequence[tuple[int, int]], limit: int = MAX_SPANS) -> t
     return tuple((lo, hi) for lo, hi in spans)
 
 
-def fts_select(
-    columns: str, params: Sequence[object], match: str, where: Scope, spans: Sequence[tuple[int, int]]
-) -> Scope:
-    """``SELECT columns FROM chunks_fts ... WHERE chunks_fts MATCH ?`` over the chunks ``where`` keeps,
-    once per rowid span (joined by ``UNION ALL``: FTS5 walks only those stretches of the postings) or
-    once over the whole index when there is none; with its parameters."""
-    join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if where[0] else ""
-    one = f"SELECT {columns} FROM chunks_fts{join} WHERE chunks_fts MATCH ?"
-    if not spans:
-        return one + where[0], [*params, match, *where[1]]
-    sql = " UNION ALL ".join(f"{one} AND chunks_fts.rowid BETWEEN ? AND ?{where[0]}" for _ in spans)
-    return sql, [p for lo, hi in spans for p in (*params, match, lo, hi, *where[1])]
-
-
-class IndexSearch(IndexStore):
+class IndexSearch(IndexPostings):
     """The library index's searches."""
 
     # --- lexical -----------------------------------------------------------------------------------
@@ -277,28 +234,10 @@ class IndexSearch(IndexStore):
         if narrow is None:
             present = self._present(conn, list(runs), books, spans)
         else:
-            present = [
-                e for e, run in runs.items() if len(self._holders(conn, e, *narrow([run]), exists=True))
-            ]
+            where = (books, spans)
+            present = [e for e, r in runs.items() if len(self._holders(conn, e, *narrow([r]), True, where))]
         bonuses.extend(Bonus(e, SHINGLE_BONUS / len(present), (frozenset(runs[e]),)) for e in present)
         return bonuses
-
-    @staticmethod
-    def _holders(
-        conn: Any, expression: str, candidates: np.ndarray | None, fewest: int, exists: bool = False
-    ) -> np.ndarray:
-        """The rowids of the whole library matching ``expression`` (``exists``: one at most): among the
-        ``candidates`` when they are few against ``fewest`` (the rarest word's chunks, which FTS5's
-        phrase query walks: ``POINT_CHECK_POSTINGS``; no candidate: no FTS5 lookup at all), else all."""
-        limit = " LIMIT 1" if exists else ""
-        if candidates is not None and not len(candidates):
-            return np.zeros(0, dtype=np.int64)
-        if candidates is not None and len(candidates) * POINT_CHECK_POSTINGS <= fewest:
-            where, params = sql_in("rowid", [int(r) for r in candidates])
-            sql = f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND {where}{limit}"
-            return np.array([r[0] for r in conn.execute(sql, [expression, *params])], dtype=np.int64)
-        sql = f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?{limit}"
-        return np.array([r[0] for r in conn.execute(sql, (expression,))], dtype=np.int64)
 
     def lexical(
         self,
@@ -329,11 +268,16 @@ class IndexSearch(IndexStore):
         books = sql_scope(book_ids, None)  # statistics and bonus runs: the books' (chapters only filter)
         with self._reading() as conn:
             terms = expression.split(" OR ")
-            if book_ids is None and chapter_ids is None:
-                found = self._postings_rows(conn, query, terms, k, per_book)
+            spans = self._spans(conn, book_ids)
+            if chapter_ids is None:
+
+                def bonuses_of(books: Scope, spans: Sequence[tuple[int, int]], narrow: Narrow) -> list[Bonus]:
+                    return self._bonuses(conn, query, books, spans, narrow)
+
+                where = (books, spans)
+                found = self._postings_rows(conn, (query, terms), k, per_book, book_ids, where, bonuses_of)
                 if found is not None:
                     return [row_hit(row, row[8]) for row in found]
-            spans = self._spans(conn, book_ids)
             bonuses = self._bonuses(conn, query, books, spans)
             kept = terms if per_book else self._searched_terms(conn, terms, bool(books[0]), k)
             rows = self._lexical_rows(conn, kept, bonuses, (scope, books, spans), k, per_book)
@@ -398,66 +342,6 @@ class IndexSearch(IndexStore):
         rare = math.log(max(rows - 0.5, 1.5) / 1.5)  # idf of a word in one chunk: the least bonus
         params.extend([rare, int(k)])
         return list(conn.execute(sql, params))
-
-    def _corpus(self, conn: Any) -> Corpus | None:
-        """The whole library's ``Corpus`` when its postings are whole and it holds at least
-        ``POSTINGS_MIN_CHUNKS`` chunks, else None (cached per generation)."""
-
-        def make(c: Any) -> Corpus | None:
-            ready = c.execute("SELECT value FROM meta WHERE key = 'postings'").fetchone()
-            if ready is None or ready[0] != "complete":
-                return None
-            return corpus_of(
-                list(c.execute("SELECT lo, records FROM postings WHERE term = ?", (EVERY_CHUNK,)))
-            )
-
-        corpus: Corpus | None = self._cached(conn, "corpus", make)
-        return None if corpus is None or corpus.rows < POSTINGS_MIN_CHUNKS else corpus
-
-    def _postings_rows(
-        self, conn: Any, query: str, terms: Sequence[str], k: int, per_book: bool
-    ) -> list[tuple] | None:
-        """The rows ``_lexical_rows`` gives for a search of the whole library, scored from the postings
-        (``nodes.backends.postings``): the same scores and order, without FTS5 scoring each matching
-        chunk; FTS5 finds the bonus phrases, among the chunks holding their query words when those are
-        few. None when the library has no whole postings or is small (``_corpus``), or a term is a
-        phrase to the tokenizer."""
-        corpus = self._corpus(conn)
-        if corpus is None:
-            return None
-        tokenize = fts5_tokenizer(conn, FTS_TOKENIZE)
-        tokens = [tokenize(t.strip('"')) for t in terms]
-        if any(len(t) != 1 for t in tokens):
-            return None
-        sql = "SELECT records FROM postings WHERE term = ?"
-        per_term = [unpack(r[0] for r in conn.execute(sql, (t[0],))) for t in tokens]
-        held_by = {t[0]: p for t, p in zip(tokens, per_term, strict=True)}
-
-        def narrow(phrases: Iterable[Collection[str]]) -> tuple[np.ndarray | None, int]:
-            """The chunks that may hold one of the phrases (those holding each of its query words; None
-            when a phrase holds none) and the fewest chunks holding one of those words."""
-            mask, fewest = np.zeros(corpus.span, dtype=bool), corpus.rows
-            for phrase in phrases:
-                words = [held_by[w] for w in {w for t in phrase for w in tokenize(t)} if w in held_by]
-                if not words:
-                    return None, corpus.rows  # a phrase of words the query does not search: FTS5 alone
-                mask[holding_all(words, corpus.span)] = True
-                fewest = min([fewest, *(len(w) for w in words)])
-            return np.flatnonzero(mask), fewest
-
-        found = scored(per_term, corpus)
-        bonuses = self._bonuses(conn, query, ("", []), (), narrow)
-        narrowed = [narrow(b.alternatives) for b in bonuses]
-        possible = [(b.weight, rows) for b, (rows, _) in zip(bonuses, narrowed, strict=True)]
-        for i in sorted(range(len(bonuses)), key=lambda i: -bonuses[i].weight):  # known holders prune
-            cands = possible[i][1] if per_book else contenders(found, possible, k, i)  # each book: all
-            possible[i] = (
-                bonuses[i].weight,
-                self._holders(conn, bonuses[i].expression, cands, narrowed[i][1]),
-            )
-        top = best_rows(found, corpus, [(w, h) for w, h in possible if h is not None], k, per_book)
-        rows = self.chunks_by_rowid(conn, [r for r, _ in top])
-        return [(*rows[r], score, found.best) for r, score in top if r in rows]
 
     def books_holding(self, text: str, book_ids: Collection[str] | None = None) -> frozenset[str]:
         """The books (of ``book_ids``) some chunk of which holds the words of ``text`` in this order."""

@@ -126,6 +126,23 @@ def sql_scope(
     return sql, params
 
 
+Scope = tuple[str, list[object]]  # `` AND ...`` SQL and its parameters
+
+
+def fts_select(
+    columns: str, params: Sequence[object], match: str, where: Scope, spans: Sequence[tuple[int, int]]
+) -> Scope:
+    """``SELECT columns FROM chunks_fts ... WHERE chunks_fts MATCH ?`` over the chunks ``where`` keeps,
+    once per rowid span (joined by ``UNION ALL``: FTS5 walks only those stretches of the postings) or
+    once over the whole index when there is none; with its parameters."""
+    join = " JOIN chunks c ON c.rowid = chunks_fts.rowid" if where[0] else ""
+    one = f"SELECT {columns} FROM chunks_fts{join} WHERE chunks_fts MATCH ?"
+    if not spans:
+        return one + where[0], [*params, match, *where[1]]
+    sql = " UNION ALL ".join(f"{one} AND chunks_fts.rowid BETWEEN ? AND ?{where[0]}" for _ in spans)
+    return sql, [p for lo, hi in spans for p in (*params, match, lo, hi, *where[1])]
+
+
 def row_hit(row: Sequence[Any], score: float) -> Hit:
     _, book_id, chunk_id, chapter_id, start, end, text, title = row[:8]
     return Hit(

@@ -11,8 +11,8 @@ Files in the library directory::
                             keys (a run of them)
 
 A query is one index lookup whatever the number of books: lexical search is one FTS5 statement with
-library-wide term statistics, filtered by book and chapter columns (a whole-library search of a large
-library scores the same bm25 from the term postings instead, FTS5 finding only the bonus phrases);
+library-wide term statistics, filtered by book and chapter columns (a search of a large library, whole or
+of some books, scores the same bm25 from the term postings instead, FTS5 finding only the bonus phrases);
 semantic search asks each HNSW segment for candidates and re-scores their union exactly from the stored
 float32 vectors (so a quantised index costs little quality), or, for a scope of some books or chapters,
 an exact scan of that scope's vectors (cached per book, bounded). Hits carry their book and chapter.

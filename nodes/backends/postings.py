@@ -1,8 +1,8 @@
 """Term postings beside FTS5 (``nodes.backends.library_index``): for each (term, book) the chunks holding
 the term, how often, and each chunk's length in tokens, packed in one blob. What FTS5's bm25 reads for a
-term, stored so that a search of the whole library scores every chunk holding a word in one vectorised
-pass (numpy) instead of FTS5 scoring each matching row in turn: "sea" is held by 90,000 chunks of a
-library of 2,000,000 windows, and FTS5 takes about 0.7 µs a chunk, plus its phrase bonuses.
+term, stored so that a search of the whole library (or of some books) scores every chunk holding a word
+in one vectorised pass (numpy) instead of FTS5 scoring each matching row in turn: "sea" is held by 90,000
+chunks of a library of 2,000,000 windows, and FTS5 takes about 0.7 µs a chunk, plus its phrase bonuses.
 
 The scores are FTS5's own: the same terms (its tokenizer, called through apsw), the same statistics
 (rows, mean length, each term's rows) and the same formula, evaluated in the same order in double
@@ -13,9 +13,9 @@ crash-safe as the chunks. The empty term ``""`` lists every chunk of a book (its
 the library's row count and mean length). A library made before the postings has none until
 ``compact`` (``folio doctor --compact``) writes them; until then its searches use FTS5 alone.
 
-Config: none (``POSTINGS_MIN_CHUNKS`` in ``nodes.backends.index_search``). Limitations: only a search of
-the whole library reads the postings (a search of some books uses FTS5 over their rowid spans); a query
-word the tokenizer cuts into several tokens is a phrase, which the postings cannot score (FTS5 does).
+Config: none (``POSTINGS_MIN_CHUNKS`` in ``nodes.backends.index_postings``). Limitations: a search of
+some chapters uses FTS5 (the postings do not know chapters); a query word the tokenizer cuts into several
+tokens is a phrase, which the postings cannot score (FTS5 does); the bonus phrases are still FTS5's.
 """
 
 from __future__ import annotations
@@ -35,6 +35,16 @@ Tokenize = Callable[[str], Sequence[str]]
 
 
 @dataclass(frozen=True)
+class Bonus:
+    """A lexical bonus: the MATCH ``expression`` of its phrases, its ``weight`` (in units of the best
+    bm25) and each phrase's tokens (``alternatives``: a chunk holding any one earns it)."""
+
+    expression: str
+    weight: float
+    alternatives: tuple[frozenset[str], ...]
+
+
+@dataclass(frozen=True)
 class Corpus:
     """What bm25 reads of the whole library, from the postings' ``EVERY_CHUNK``: its ``rows``, their
     mean length and ``span`` (one more than the highest rowid), and each rowid's book (``owners``: the
@@ -44,6 +54,7 @@ class Corpus:
     avgdl: float
     span: int
     owners: np.ndarray
+    books: dict[int, tuple[int, int]]  # a book's first rowid -> (its chunks, their tokens)
 
 
 def corpus_of(blocks: Sequence[tuple[int, bytes]]) -> Corpus | None:
@@ -53,11 +64,14 @@ def corpus_of(blocks: Sequence[tuple[int, bytes]]) -> Corpus | None:
         return None
     span = int(every["rowid"].max()) + 1
     owners = np.zeros(span, dtype=np.int64)
-    owners[every["rowid"]] = np.repeat(
-        [lo for lo, _ in blocks], [len(b) // POSTING.itemsize for _, b in blocks]
-    )
-    tokens = int(every["size"].astype(np.int64).sum())
-    return Corpus(len(every), tokens / len(every), span, owners)
+    counts = [len(b) // POSTING.itemsize for _, b in blocks]
+    owners[every["rowid"]] = np.repeat([lo for lo, _ in blocks], counts)
+    books = {}
+    for lo, blob in blocks:
+        sizes = unpack([blob])["size"]
+        books[int(lo)] = (len(sizes), int(sizes.astype(np.int64).sum()))
+    tokens = sum(t for _, t in books.values())
+    return Corpus(len(every), tokens / len(every), span, owners, books)
 
 
 def fts5_tokenizer(conn: object, spec: str) -> Tokenize:
@@ -104,18 +118,25 @@ def bm25_idf(rows: int, hits: int) -> float:
     return idf if idf > 0 else 1e-6
 
 
-def bm25_scores(per_term: Sequence[np.ndarray], rows: int, avgdl: float, span: int) -> np.ndarray:
+def bm25_scores(
+    per_term: Sequence[np.ndarray], rows: int, avgdl: float, span: int, scoped: bool = False
+) -> np.ndarray:
     """Each chunk's bm25 (positive; 0 where no term is held), indexed by rowid (``span``: one more than
-    the highest), for the query terms' postings ``per_term``, as FTS5's ``bm25()`` computes it: per term
-    in query order, ``idf * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl)))`` added to the score."""
+    the highest), for the query terms' postings ``per_term``, added per term in query order: as FTS5's
+    ``bm25()`` computes it, ``idf * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl)))``, or
+    (``scoped``: over the statistics of some books) as ``scoped_bm25`` (``nodes.backends.index_store``)
+    does, ``idf * f * (k1 + 1) / (f + ...)``: the same terms in another order, kept to the last bit."""
     scores = np.zeros(span, dtype=np.float64)
     for postings in per_term:
         if not len(postings):
             continue
         idf = bm25_idf(rows, len(postings))
         freq = postings["freq"].astype(np.float64)
-        size = postings["size"].astype(np.float64)
-        scores[postings["rowid"]] += idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * size / avgdl)))
+        norm = K1 * (1 - B + B * postings["size"].astype(np.float64) / avgdl)
+        if scoped:
+            scores[postings["rowid"]] += idf * freq * (K1 + 1) / (freq + norm)
+        else:
+            scores[postings["rowid"]] += idf * ((freq * (K1 + 1.0)) / (freq + norm))
     return scores
 
 
@@ -195,11 +216,18 @@ class Scored:
     best: float
 
 
-def scored(per_term: Sequence[np.ndarray], corpus: Corpus) -> Scored:
-    """Each chunk's bm25 for the query terms' postings ``per_term`` (``bm25_scores``)."""
-    scores = bm25_scores(per_term, corpus.rows, corpus.avgdl, corpus.span)
+def scored(per_term: Sequence[np.ndarray], corpus: Corpus, books: Sequence[int] | None = None) -> Scored:
+    """Each chunk's bm25 for the query terms' postings ``per_term``: FTS5's own over the whole library
+    (``bm25_scores``), or over the statistics of the ``books`` searched (first rowids; ``scoped``)."""
+    if books is None:
+        rows = corpus.rows
+        scores = bm25_scores(per_term, rows, corpus.avgdl, corpus.span)
+    else:
+        rows = sum(corpus.books[lo][0] for lo in books)
+        tokens = sum(corpus.books[lo][1] for lo in books)
+        scores = bm25_scores(per_term, rows, tokens / rows if rows else 1.0, corpus.span, scoped=True)
     matched = matched_rowids(per_term, corpus.span)
-    rare = math.log(max(corpus.rows - 0.5, 1.5) / 1.5)
+    rare = math.log(max(rows - 0.5, 1.5) / 1.5)
     return Scored(scores, matched, max(float(scores[matched].max()), rare) if len(matched) else 0.0)
 
 

@@ -1,0 +1,142 @@
+"""Lexical search from the term postings (``nodes.backends.postings``) in a large library: the rows that
+``IndexSearch``'s FTS5 statement gives, with the same scores and order, for a search of the whole library
+or of some books (not of some chapters), scored in numpy instead of FTS5 scoring each matching chunk.
+FTS5 still finds the bonus phrases, but only where they can matter: among the chunks holding all of a
+phrase's query words (none: FTS5 is not asked; few: chunk by chunk), and for the ``k`` best only among
+those that can still rank.
+
+Config: none (``POSTINGS_MIN_CHUNKS``, ``POINT_CHECK_POSTINGS``). Limitations: see
+``nodes.backends.postings``; a library made before the postings, or smaller than
+``POSTINGS_MIN_CHUNKS``, is searched by FTS5 alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from folio.nodes.backends.index_store import FTS_TOKENIZE, IndexStore, Scope, fts_select, sql_in
+from folio.nodes.backends.postings import (
+    EVERY_CHUNK,
+    Bonus,
+    Corpus,
+    best_rows,
+    contenders,
+    corpus_of,
+    fts5_tokenizer,
+    holding_all,
+    scored,
+    unpack,
+)
+
+POSTINGS_MIN_CHUNKS = 20_000  # from this many chunks a search of the whole library or of books reads them
+# FTS5 checks a phrase in one chunk (60-110 µs) in the time its phrase query steps through about 100
+# chunks of the phrase's rarest word (0.5-0.9 µs each, at 2 M windows): fewer are checked one by one
+POINT_CHECK_POSTINGS = 100
+
+Narrow = Callable[[Iterable[Collection[str]]], "tuple[np.ndarray | None, int]"]
+Bonuses = Callable[[Scope, Sequence[tuple[int, int]], Narrow], list[Bonus]]
+
+
+class IndexPostings(IndexStore):
+    """The library index's searches from the term postings."""
+
+    def _corpus(self, conn: Any) -> Corpus | None:
+        """The whole library's ``Corpus`` when its postings are whole and it holds at least
+        ``POSTINGS_MIN_CHUNKS`` chunks, else None (cached per generation)."""
+
+        def make(c: Any) -> Corpus | None:
+            ready = c.execute("SELECT value FROM meta WHERE key = 'postings'").fetchone()
+            if ready is None or ready[0] != "complete":
+                return None
+            sql = "SELECT lo, records FROM postings WHERE term = ?"
+            return corpus_of(list(c.execute(sql, (EVERY_CHUNK,))))
+
+        corpus: Corpus | None = self._cached(conn, "corpus", make)
+        return None if corpus is None or corpus.rows < POSTINGS_MIN_CHUNKS else corpus
+
+    def _first_rowids(self, conn: Any, book_ids: Collection[str]) -> list[int]:
+        """The first chunk rowid of each book of ``book_ids`` the library holds (its postings' key)."""
+        sql = "SELECT book_id, min(rowid) FROM chunks GROUP BY book_id"
+        starts: dict[str, int] = self._cached(conn, "starts", lambda c: dict(c.execute(sql)))
+        return sorted({starts[b] for b in book_ids if b in starts})
+
+    @staticmethod
+    def _holders(
+        conn: Any,
+        expression: str,
+        candidates: np.ndarray | None,
+        fewest: int,
+        exists: bool = False,
+        where: tuple[Scope, Sequence[tuple[int, int]]] = (("", []), ()),
+    ) -> np.ndarray:
+        """The rowids matching ``expression`` among the chunks ``where`` keeps (scope, rowid spans;
+        ``exists``: one at most): among the ``candidates`` when they are few against ``fewest`` (the
+        rarest word's chunks, which FTS5's phrase query walks: ``POINT_CHECK_POSTINGS``; no candidate:
+        no FTS5 lookup at all), else all."""
+        limit = " LIMIT 1" if exists else ""
+        if candidates is not None and not len(candidates):
+            return np.zeros(0, dtype=np.int64)
+        if candidates is not None and len(candidates) * POINT_CHECK_POSTINGS <= fewest:
+            rows, params = sql_in("rowid", [int(r) for r in candidates])
+            sql = f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND {rows}{limit}"
+            return np.array([r[0] for r in conn.execute(sql, [expression, *params])], dtype=np.int64)
+        sql, params = fts_select("chunks_fts.rowid", [], expression, *where)
+        return np.array([r[0] for r in conn.execute(sql + limit, params)], dtype=np.int64)
+
+    def _postings_rows(
+        self,
+        conn: Any,
+        query: tuple[str, Sequence[str]],
+        k: int,
+        per_book: bool,
+        book_ids: Collection[str] | None,
+        where: tuple[Scope, Sequence[tuple[int, int]]],
+        bonuses_of: Bonuses,
+    ) -> list[tuple] | None:
+        """The rows FTS5's statement gives (``IndexSearch._lexical_rows``: chunk columns, score, best
+        bm25) for ``query`` (its text and MATCH terms) over the whole library or ``book_ids``, scored from
+        the postings; ``where``: the books' scope and rowid spans; ``bonuses_of(books, spans, narrow)``: the
+        query's bonuses. None when the library has
+        no whole postings or is small (``_corpus``), or a term is a phrase to the tokenizer."""
+        corpus = self._corpus(conn)
+        if corpus is None:
+            return None
+        tokenize = fts5_tokenizer(conn, FTS_TOKENIZE)
+        tokens = [tokenize(t.strip('"')) for t in query[1]]
+        if any(len(t) != 1 for t in tokens):
+            return None
+        books = None if book_ids is None else self._first_rowids(conn, book_ids)
+        if books is not None and not books:
+            return []
+        sql, params = "SELECT records FROM postings WHERE term = ?", []
+        if books is not None:
+            sql, params = sql + " AND lo IN (SELECT value FROM json_each(?))", [str(books)]
+        per_term = [unpack(r[0] for r in conn.execute(sql, (t[0], *params))) for t in tokens]
+        held_by = {t[0]: p for t, p in zip(tokens, per_term, strict=True)}
+
+        def narrow(phrases: Iterable[Collection[str]]) -> tuple[np.ndarray | None, int]:
+            """The chunks that may hold one of the phrases (those holding each of its query words; None
+            when a phrase holds none) and the fewest chunks holding one of those words."""
+            mask, fewest = np.zeros(corpus.span, dtype=bool), corpus.rows
+            for phrase in phrases:
+                words = [held_by[w] for w in {w for t in phrase for w in tokenize(t)} if w in held_by]
+                if not words:
+                    return None, corpus.rows  # a phrase of words the query does not search: FTS5 alone
+                mask[holding_all(words, corpus.span)] = True
+                fewest = min([fewest, *(len(w) for w in words)])
+            return np.flatnonzero(mask), fewest
+
+        found = scored(per_term, corpus, books)
+        bonuses = bonuses_of(*where, narrow)
+        narrowed = [narrow(b.alternatives) for b in bonuses]
+        possible = [(b.weight, rows) for b, (rows, _) in zip(bonuses, narrowed, strict=True)]
+        for i in sorted(range(len(bonuses)), key=lambda i: -bonuses[i].weight):  # known holders prune
+            cands = possible[i][1] if per_book else contenders(found, possible, k, i)  # each book: all
+            held = self._holders(conn, bonuses[i].expression, cands, narrowed[i][1], where=where)
+            possible[i] = (bonuses[i].weight, held)
+        top = best_rows(found, corpus, [(w, h) for w, h in possible if h is not None], k, per_book)
+        rows = self.chunks_by_rowid(conn, [r for r, _ in top])
+        return [(*rows[r], score, found.best) for r, score in top if r in rows]
