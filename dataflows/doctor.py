@@ -187,13 +187,18 @@ def examine(library: Library) -> Checkup:
 def compact(library: Library) -> str:
     """Fold the library's vector segments into one and optimise its FTS5 index (under the writer lock);
     one line saying what was done."""
+    import sys
     import time
 
+    from folio.nodes.backends.progress import BarProgress, NullProgress
+
     index = shared_index(library.path)
+    # a library made before the term postings: a bar (on a terminal) while they are written
+    bar = BarProgress("writing term postings", "book") if sys.stderr.isatty() else NullProgress()
     with library.writer():
         before = len(index.segments())
         start = time.perf_counter()
-        windows = index.compact()
+        windows = index.compact(bar)
         seconds = time.perf_counter() - start
     after = len(index.segments())
     return f"compacted: {before} vector segments into {after} ({windows:,} windows) in {seconds:.1f} s"

@@ -22,6 +22,7 @@ from folio.nodes.backends.postings import (
     ranked_per_book,
     unpack,
 )
+from folio.nodes.backends.progress import Progress
 
 QUERIES = (
     "the wolf ate the grandmother",
@@ -169,6 +170,20 @@ def test_removing_a_book_removes_its_postings(fairy_copy: Library, monkeypatch) 
         assert fast == fts5 and all(b != book for b, _, _ in fast), query
 
 
+class Counted(Progress):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float]] = []
+
+    def add_total(self, n: float) -> None:
+        self.calls.append(("total", n))
+
+    def advance(self, n: float) -> None:
+        self.calls.append(("advance", n))
+
+    def close(self) -> None:
+        self.calls.append(("close", 0))
+
+
 def test_a_library_made_before_the_postings_searches_with_fts5_until_compacted(
     alice_copy: Path, monkeypatch
 ) -> None:
@@ -186,8 +201,10 @@ def test_a_library_made_before_the_postings_searches_with_fts5_until_compacted(
         assert conn.execute("SELECT count(*) FROM postings").fetchone()[0] == 0
     before = [(h.chunk_id, h.score) for h in index.lexical("the Queen of Hearts", 10)]
     assert before and index.postings_problem() is None
+    counted = Counted()
     with lib.writer():
-        index.compact()
+        index.compact(counted)
+    assert counted.calls == [("total", 1), ("advance", 1), ("close", 0)]  # one book, written once
     with index._reading() as conn:
         assert sorted(conn.execute("SELECT term, lo, records FROM postings")) == written
         assert index._corpus(conn) is not None

@@ -14,6 +14,7 @@ from typing import Any
 from folio.nodes.backends import index_write
 from folio.nodes.backends.index_write import IndexWrite, write_postings
 from folio.nodes.backends.postings import EVERY_CHUNK, POSTING
+from folio.nodes.backends.progress import NullProgress, Progress
 from folio.nodes.backends.vector_segments import (
     Segment,
 )
@@ -22,10 +23,11 @@ from folio.nodes.backends.vector_segments import (
 class IndexRecovery(IndexWrite):
     """The library index's checks and recovery."""
 
-    def compact(self) -> int:
+    def compact(self, progress: Progress | None = None) -> int:
         """Fold every vector segment into one file (a new generation, one transaction, as ``commit``),
         then let FTS5 merge its own segments (``optimize``); returns the number of windows indexed. Also
-        how a missing or damaged vectors file is rebuilt (``rebuild_vectors``)."""
+        how a missing or damaged vectors file is rebuilt (``rebuild_vectors``), and how a library made
+        before the term postings gets them (``progress``: a book at a time)."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         written: Path | None = None
@@ -33,7 +35,7 @@ class IndexRecovery(IndexWrite):
             meta = self._meta(conn)
             generation = int(meta["generation"])
             if meta.get("postings") != "complete":
-                self._write_every_postings(conn)
+                self._write_every_postings(conn, progress)
             if "ndim" in meta:  # no segment kept: one new one over every key
                 top = int(meta["next_window"]) - 1
                 written = self._write_segments(conn, generation + 1, (), (), (1, top), meta)
@@ -55,25 +57,30 @@ class IndexRecovery(IndexWrite):
         return sum(seg.live for seg in self.segments())
 
     @staticmethod
-    def _write_every_postings(conn: Any) -> None:
+    def _write_every_postings(conn: Any, progress: Progress | None = None) -> None:
         """Inside a write transaction: the postings of every book, written again (a library made before
-        them), and the mark that they are whole."""
+        them), and the mark that they are whole; ``progress`` counts the books."""
+        progress = progress or NullProgress()
         conn.execute("DELETE FROM postings")
-        for (book_id,) in list(conn.execute("SELECT DISTINCT book_id FROM chunks ORDER BY book_id")):
+        books = [b for (b,) in conn.execute("SELECT DISTINCT book_id FROM chunks ORDER BY book_id")]
+        progress.add_total(len(books))
+        for book_id in books:
             chunks = list(
                 conn.execute("SELECT rowid, text FROM chunks WHERE book_id = ? ORDER BY rowid", (book_id,))
             )
             write_postings(conn, chunks)
+            progress.advance(1)
+        progress.close()
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('postings', 'complete')")
 
-    def write_every_postings(self) -> None:
+    def write_every_postings(self, progress: Progress | None = None) -> None:
         """Write the postings of every book, as a new generation (one transaction): what ``compact`` does
         first for a library made before them, on its own."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
             generation = int(self._meta(conn)["generation"])
-            self._write_every_postings(conn)
+            self._write_every_postings(conn, progress)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(generation + 1),))
             conn.execute("COMMIT")
         except BaseException:
