@@ -46,6 +46,7 @@ by "the Redheaded League").
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -189,19 +190,36 @@ def _named_entities(concept_map: ConceptMap | None, clause: str) -> tuple[str, .
     return tuple(sorted(found, key=lambda n: (-found[n], n)))
 
 
+@functools.lru_cache(maxsize=256)
+def _said(clause: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The clause's words and their stems (remembered: the router asks it of every book)."""
+    said = words(clause)
+    return frozenset(said), frozenset(stem(w) for w in said)
+
+
+@functools.lru_cache(maxsize=8192)
+def _book_names(
+    title: str, series: str, authors: tuple[str, ...]
+) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
+    """A book's distinctive title stems, its series' stems and its authors' surnames (remembered)."""
+    title_stems = frozenset(
+        stem(w) for w in words(title) if w not in STOPWORDS and w not in _GENERIC_TITLE_WORDS
+    )
+    series_stems = frozenset(stem(w) for w in words(series) if w not in STOPWORDS)
+    surnames = tuple(ws[-1] for ws in ([w for w in words(a) if len(w) > 2] for a in authors) if ws)
+    return title_stems, series_stems, surnames
+
+
 def _names_book(book: BookInfo, clause: str) -> bool:
     """The clause names the book: most of its distinctive title words, every word of its series ("in the
     Sherlock Holmes stories"), or an author's surname."""
-    said = words(clause)
-    present = frozenset(stem(w) for w in said)
-    title = {stem(w) for w in words(book.title) if w not in STOPWORDS and w not in _GENERIC_TITLE_WORDS}
+    said, present = _said(clause)
+    title, series, surnames = _book_names(book.title, book.series, book.authors or (book.author,))
     if title and len(title & present) >= max(1, round(0.6 * len(title))):
         return True
-    series = {stem(w) for w in words(book.series) if w not in STOPWORDS}
     if series and series <= present:
         return True
-    surnames = ([w for w in words(a) if len(w) > 2] for a in (book.authors or (book.author,)))
-    return any(surname and surname[-1] in said for surname in surnames)
+    return any(surname in said for surname in surnames)
 
 
 def _book_signal(
