@@ -187,14 +187,13 @@ def examine(library: Library) -> Checkup:
 def compact(library: Library) -> str:
     """Fold the library's vector segments into one and optimise its FTS5 index (under the writer lock);
     one line saying what was done."""
-    import sys
     import time
 
-    from folio.nodes.backends.progress import BarProgress, NullProgress
+    from folio.nodes.backends.progress import progress_for
 
     index = shared_index(library.path)
     # a library made before the term postings: a bar (on a terminal) while they are written
-    bar = BarProgress("writing term postings", "book") if sys.stderr.isatty() else NullProgress()
+    bar = progress_for(False, desc="writing term postings", unit="book")
     with library.writer():
         before = len(index.segments())
         start = time.perf_counter()

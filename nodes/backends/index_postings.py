@@ -37,7 +37,7 @@ POSTINGS_MIN_CHUNKS = 20_000  # from this many chunks a search of the whole libr
 POINT_CHECK_POSTINGS = 100
 
 Narrow = Callable[[Iterable[Collection[str]]], "tuple[np.ndarray | None, int]"]
-Bonuses = Callable[[Scope, Sequence[tuple[int, int]], Narrow], list[Bonus]]
+Bonuses = Callable[[Narrow], list[Bonus]]
 
 
 class IndexPostings(IndexStore):
@@ -98,9 +98,9 @@ class IndexPostings(IndexStore):
     ) -> list[tuple] | None:
         """The rows FTS5's statement gives (``IndexSearch._lexical_rows``: chunk columns, score, best
         bm25) for ``query`` (its text and MATCH terms) over the whole library or ``book_ids``, scored from
-        the postings; ``where``: the books' scope and rowid spans; ``bonuses_of(books, spans, narrow)``: the
-        query's bonuses. None when the library has
-        no whole postings or is small (``_corpus``), or a term is a phrase to the tokenizer."""
+        the postings; ``where``: the books' scope and rowid spans; ``bonuses_of(narrow)``: the query's
+        bonuses over them. None when the library has no whole postings or is small (``_corpus``), or a term
+        is a phrase to the tokenizer."""
         corpus = self._corpus(conn)
         if corpus is None:
             return None
@@ -117,20 +117,28 @@ class IndexPostings(IndexStore):
         per_term = [unpack(r[0] for r in conn.execute(sql, (t[0], *params))) for t in tokens]
         held_by = {t[0]: p for t, p in zip(tokens, per_term, strict=True)}
 
+        narrowed_by: dict[tuple[frozenset[str], ...], tuple[np.ndarray | None, int]] = {}
+
         def narrow(phrases: Iterable[Collection[str]]) -> tuple[np.ndarray | None, int]:
             """The chunks that may hold one of the phrases (those holding each of its query words; None
-            when a phrase holds none) and the fewest chunks holding one of those words."""
+            when a phrase holds none) and the fewest chunks holding one of those words (remembered: a
+            shingle is narrowed for its presence, then for its holders)."""
+            key = tuple(frozenset(p) for p in phrases)
+            if key in narrowed_by:
+                return narrowed_by[key]
             mask, fewest = np.zeros(corpus.span, dtype=bool), corpus.rows
-            for phrase in phrases:
+            for phrase in key:
                 words = [held_by[w] for w in {w for t in phrase for w in tokenize(t)} if w in held_by]
                 if not words:
-                    return None, corpus.rows  # a phrase of words the query does not search: FTS5 alone
+                    narrowed_by[key] = (None, corpus.rows)  # words the query does not search: FTS5 alone
+                    return narrowed_by[key]
                 mask[holding_all(words, corpus.span)] = True
                 fewest = min([fewest, *(len(w) for w in words)])
-            return np.flatnonzero(mask), fewest
+            narrowed_by[key] = (np.flatnonzero(mask), fewest)
+            return narrowed_by[key]
 
         found = scored(per_term, corpus, books)
-        bonuses = bonuses_of(*where, narrow)
+        bonuses = bonuses_of(narrow)
         narrowed = [narrow(b.alternatives) for b in bonuses]
         possible = [(b.weight, rows) for b, (rows, _) in zip(bonuses, narrowed, strict=True)]
         for i in sorted(range(len(bonuses)), key=lambda i: -bonuses[i].weight):  # known holders prune

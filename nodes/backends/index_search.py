@@ -271,7 +271,7 @@ class IndexSearch(IndexPostings):
             spans = self._spans(conn, book_ids)
             if chapter_ids is None:
 
-                def bonuses_of(books: Scope, spans: Sequence[tuple[int, int]], narrow: Narrow) -> list[Bonus]:
+                def bonuses_of(narrow: Narrow) -> list[Bonus]:
                     return self._bonuses(conn, query, books, spans, narrow)
 
                 where = (books, spans)

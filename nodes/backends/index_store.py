@@ -103,11 +103,10 @@ def sql_in(column: str, values: Collection[str] | Collection[int]) -> tuple[str,
 
 
 SCOPE_LIST_MAX = 64  # a scope of more books or chapters is one JSON parameter (``json_each``)
+Scope = tuple[str, list[object]]  # `` AND ...`` SQL and its parameters
 
 
-def sql_scope(
-    book_ids: Collection[str] | None, chapter_ids: Collection[str] | None
-) -> tuple[str, list[object]]:
+def sql_scope(book_ids: Collection[str] | None, chapter_ids: Collection[str] | None) -> Scope:
     """`` AND ...`` restricting chunk alias ``c`` to the books and chapters (None: no restriction). A long
     list is one JSON parameter: a statement repeats its scope per rowid span and per phrase, and a search
     routed to hundreds of books would pass SQLite's limit of 32,766 parameters."""
@@ -124,9 +123,6 @@ def sql_scope(
             sql += f" AND {clause}"
             params.extend(ps)
     return sql, params
-
-
-Scope = tuple[str, list[object]]  # `` AND ...`` SQL and its parameters
 
 
 def fts_select(

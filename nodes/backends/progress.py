@@ -65,8 +65,10 @@ class BarProgress(Progress):
             self._bar.close()
 
 
-def progress_for(quiet: bool, stream: object = sys.stderr) -> Progress:
-    """A bar only when asked for and the stream is a terminal."""
+def progress_for(
+    quiet: bool, stream: object = sys.stderr, desc: str = "embedding", unit: str = "chunk"
+) -> Progress:
+    """A bar (``desc``, counting ``unit``s) only when asked for and the stream is a terminal."""
     if quiet or not getattr(stream, "isatty", lambda: False)():
         return NullProgress()
-    return BarProgress()
+    return BarProgress(desc, unit)
