@@ -74,3 +74,22 @@ def test_kiwix_opening_paragraph_yields_to_one_holding_the_asked_type():
     assert not _opening_answers("Which lake does the Hoover Dam impound?", [lead, later], close, 1)
     assert _opening_answers("What does the Hoover Dam impound?", [lead, later], close, 1)  # no type asked
     assert not _opening_answers("What does the Hoover Dam impound?", [lead, later], [0.2, 0.55], 1)
+
+
+def test_a_price_and_a_span_of_time_are_asked_for_by_their_own_words():
+    assert answer_type("How much did the Red-headed League pay a member?").kind == "price"
+    assert answer_type("How much was the reward for the blue carbuncle?").kind == "price"
+    assert answer_type("How much sugar is in the cake?").kind == "amount"  # no word of paying
+    assert answer_type("How long did the cat sit on the basket?").kind == "duration"
+    assert answer_type("How long can termite queens live?").kind == "duration"
+    assert answer_type("How long are the sides of a triangle?").kind == "amount"  # a length
+    price = "How much did the League pay a member?"
+    assert _cue(price, "It entitles a member to a salary of £4 a week.") == 1.0
+    assert _cue(price, "He paid four pounds and ten shillings.") == 1.0
+    assert _cue(price, "I'd give a shilling a line for a verbatim note.") == 1.0
+    assert _cue(price, "It took two years to make.") == 0.0  # a number, no money
+    assert _cue(price, "He put on a crown.") == 0.0  # a king's crown: money only after a number
+    assert _cue(price, "He gave me five crowns.") == 1.0
+    sat = "How long did the cat sit on the basket?"
+    assert _cue(sat, "She sat there for FIVE HOURS.") == 1.0
+    assert _cue(sat, "The cat sat upon the basket, and two rabbits cried.") == 0.0  # a number, no time

@@ -165,3 +165,35 @@ def test_the_titanic_is_not_answered_from_moby_dicks_circus_rider(moby_library) 
     assert "Found Titanic in the books, but no passage with it mentions sink" in answer.answer
     answered = _ask("Why did the Pequod sink?", moby_library)  # the ship the book is about: answered
     assert not answered.answer.startswith(NOT_FOUND) and answered.citations
+
+
+def test_a_price_no_passage_gives_for_the_thing_asked_is_refused(data_dir) -> None:
+    """The Time Machine names one sum of money, the Editor's shilling a line for a note: not what the
+    Time Traveller paid for his machine (``tests/qa/library27_test.jsonl`` r27-08)."""
+    from folio.nodes.core.evidence import unheld_price
+
+    machine = data_dir / "books/txt/pg35_wells_the-time-machine.txt"
+    shilling = _paragraph_with(machine, "shilling a line")
+    made = _paragraph_with(machine, "It took two years to make")
+    question = "How much did the Time Traveller pay for his machine?"
+    note = unheld_price(question, [shilling, made])
+    found = "Found Time Traveller in the books, but no passage names a price or a sum of money"
+    assert note == f"{found} (asked: pay, machine)"
+    assert unheld_price(question, [made + " He paid forty pounds for the machine."]) is None
+    assert (
+        unheld_price(question, [made + " The machine was ready. He paid forty pounds."]) is None
+    )  # the one before
+    assert unheld_price("What did the Time Traveller pay for his machine?", [made]) is None  # no price asked
+
+
+def test_a_price_is_answered_where_a_passage_gives_it_and_refused_where_none_does(sherlock_library) -> None:
+    paid = _ask("How much did the Red-headed League pay a member?", sherlock_library)
+    assert not paid.answer.startswith(NOT_FOUND) and "£4 a week" in paid.answer
+    earned = _ask("How much did Jabez Wilson earn at the League?", sherlock_library)  # no thing: its names
+    assert not earned.answer.startswith(NOT_FOUND) and earned.citations
+    violin = _ask("How much did Holmes pay for his violin?", sherlock_library)
+    assert violin.answer.startswith(NOT_FOUND) and not violin.citations
+    assert (
+        "Found Holmes in the books, but no passage names a price or a sum of money (asked: pay, violin)"
+        in violin.answer
+    )

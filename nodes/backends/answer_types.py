@@ -10,6 +10,11 @@ words (an article's lead, a chapter's sentence that names the subject). Cues tha
   decade "1950s") or a full date;
 - ``amount``: "how much / how many / how long / how old / what percentage / what share / what was the
   population" wants an amount: digits, a number word, "%" or a fraction;
+- ``price``: "how much" with a word of paying ("pay", "cost", "earn", "worth", ...) wants a sum of money
+  ("£4", "four pounds", "a guinea", "ten dollars"), not any number: "It took two years to make" holds
+  an amount but no price;
+- ``duration``: "how long did / does / can ..." wants a span of time ("five hours", "a week", "three
+  days"), not any number ("how long are the sides" asks for a length and stays ``amount``);
 - ``name``: "what is the name of / what was X called / who" wants a proper name the question does not
   hold (a capitalised word that does not open the sentence);
 - ``place``: "where" wants a capitalised name after a place preposition ("in Australia", "at
@@ -100,6 +105,31 @@ _AMOUNT_ASK = re.compile(
     r"^(?:how (?:much|many|long|old|far|big|tall|high|large)\b|what (?:percentage|share|proportion|"
     r"fraction|number)\b|what (?:is|was) the (?:population|number|size|length|height|area)\b)"
 )
+PAYING_WORDS = (  # a "how much" question with one of these asks for a price
+    "pay pays paid paying cost costs costing charge charges charged spend spends spent earn earns earned "
+    "sell sells sold buy buys bought price priced worth wage wages salary fee fees owe owes owed rent "
+    "reward rewarded fine fined"
+)
+PAYING = frozenset(PAYING_WORDS.split())
+_DURATION_ASK = re.compile(r"^how long (?:did|does|do|can|could|will|would|should|had|has|have|must|might)\b")
+_NUMBER = r"\d[\d,.]*|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
+# units of money a number must come before ("five crowns", not "a crown": a king's)
+_MONEY_UNITS = (
+    r"pounds?|shillings?|pence|pennies|penny|guineas?|sovereigns?|crowns?|florins?|farthings?|dollars?|"
+    r"cents?|francs?|ducats?|groats?|guilders?|euros?|rupees?|roubles?|rubles?|marks?|livres?|piastres?"
+)
+_MONEY = re.compile(
+    rf"[£$€¥]\s?\d|\d\s?[£$€¥]|\b(?:{_NUMBER}|a few|some)\s+(?:[a-z-]+\s+)?(?:{_MONEY_UNITS})\b"
+    r"|\b(?:a|an|one|half a)\s+(?:pound|shilling|penny|guinea|dollar|franc|florin|farthing)\b",
+    re.IGNORECASE,
+)
+_TIME_UNITS = (
+    r"seconds?|minutes?|hours?|days?|nights?|weeks?|fortnights?|months?|years?|decades?|centur(?:y|ies)"
+)
+_DURATION = re.compile(
+    rf"\b(?:{_NUMBER}|an?|half an?|several|many|some|a few|a couple of)\s+(?:[a-z-]+\s+)?(?:{_TIME_UNITS})\b",
+    re.IGNORECASE,
+)
 _YEAR_ASK = re.compile(r"^(?:(?:in )?(?:what|which) year\b|when\b|since when\b)")
 _NAME_ASK = re.compile(
     r"^(?:what (?:is|was|were|are) the names? of\b|who\b|whom\b|what (?:is|was|were|are) \w+(?: \w+)? "
@@ -110,7 +140,8 @@ _WHICH = re.compile(r"^(?:(?:in|on|at|from|to|into|with|by|of) )?(?:which|what) 
 
 @dataclass(frozen=True)
 class AnswerType:
-    """What a question asks for: ``kind`` (named / year / amount / name / place, "" for none) and, for
+    """What a question asks for: ``kind`` (named / year / amount / price / duration / name / place, ""
+    for none) and, for
     ``named``, the ``head`` noun the name ends or starts with."""
 
     kind: str = ""
@@ -130,6 +161,10 @@ def answer_type(question: str) -> AnswerType:
     q = " ".join(words(question))
     if _YEAR_ASK.match(q):
         return AnswerType("year")
+    if q.startswith("how much ") and PAYING & set(q.split()):
+        return AnswerType("price")
+    if _DURATION_ASK.match(q):
+        return AnswerType("duration")
     if _AMOUNT_ASK.match(q):
         return AnswerType("amount")
     if _NAME_ASK.match(q):
@@ -167,6 +202,10 @@ def type_cue(answer: AnswerType, text: str, question_words: frozenset[str]) -> f
     if kind == "amount":
         ws = words(text)
         return 1.0 if _DIGITS.search(text) or any(w in NUMBER_WORDS for w in ws) else 0.0
+    if kind == "price":
+        return 1.0 if _MONEY.search(text) else 0.0
+    if kind == "duration":
+        return 1.0 if _DURATION.search(text) else 0.0
     if kind == "name":
         return 1.0 if _names(text, question_words) else 0.0
     if kind == "place":

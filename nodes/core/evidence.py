@@ -12,6 +12,8 @@ support a book clause.
 - ``asked_relation`` / ``holds_relation`` / ``unheld_relation``: a question for someone's thing ("What is the
   name of Sherlock Holmes's sister?") that no passage names is not supported; the note says what was
   found and what was not.
+- ``unheld_price``: a question for a price or a sum paid ("How much did the Time Traveller pay for his
+  machine?", answer type ``price``) that no passage answers with a sum of money is not supported.
 - ``unheld_focus``: a name held by one passage only, which says nothing of what the clause asks about it
   (Moby-Dick's one "Titanic" is a circus-rider: "How did the Titanic sink?"), is not supported either.
 
@@ -26,9 +28,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from folio.nodes.backends.answer_types import PAYING_WORDS, answer_type, type_cue
 from folio.nodes.core.ranking import missing_names, names_in
 from folio.nodes.core.sentence_scoring import focus_terms, held_terms, lemma_stems
-from folio.nodes.core.text import STOPWORDS, coverage, stems
+from folio.nodes.core.text import STOPWORDS, coverage, sentences, stems
 from folio.nodes.core.types import Hit
 
 SCOPE_MIN_SCORE = 0.2
@@ -222,6 +225,10 @@ LIGHT_VERBS = lemma_stems(
 )
 
 
+AMOUNT_WORDS = lemma_stems("much many")  # the amount asked for, not what it is about
+PAID = lemma_stems(PAYING_WORDS)  # what a price question asks, not what it asks the price of
+
+
 def asked_terms(question: str) -> frozenset[str]:
     """What a question with names asks about them that a passage should say: ``focus_terms`` but
     ``LIGHT_VERBS`` ("How did the Titanic sink?" -> sink)."""
@@ -250,3 +257,32 @@ def unheld_focus(clause: str, texts: Sequence[str]) -> str | None:
     held = [" ".join(n) for n in names if " ".join(n) not in missing_names(clause, holders)]
     asked = ", ".join(asked_words(clause))
     return f"Found {', '.join(held)} in the books, but no passage with it mentions {asked}"
+
+
+def unheld_price(clause: str, texts: Sequence[str]) -> str | None:
+    """The note when the clause asks for a price or a sum paid (``answer_type`` "price") and no sentence
+    gives a sum of money where it (or the sentence before) holds what the clause asks the price of
+    (``asked_terms`` but the paying words: "machine"; none: one of its names): what was found and what was
+    not. "It took two years to make" holds a number, not a price; "I'd give a shilling a line for a
+    verbatim note" is the price of something else."""
+    asked = answer_type(clause)
+    if asked.kind != "price":
+        return None
+    thing = asked_terms(clause) - AMOUNT_WORDS - PAID
+    names = names_in(clause)
+
+    def about(text: str) -> bool:
+        if thing:
+            return bool(held_terms(thing, text))
+        return not names or len(missing_names(clause, [text])) < len(names)
+
+    for text in texts:
+        spans = sentences(text)
+        for i, (start, end) in enumerate(spans):
+            if type_cue(asked, text[start:end], frozenset()) and about(text[spans[max(0, i - 1)][0] : end]):
+                return None
+    missing = set(missing_names(clause, texts))
+    held = [" ".join(n) for n in names if " ".join(n) not in missing]
+    found = f"Found {', '.join(held)} in the books, but" if held else "In the books searched,"
+    said = [w for w in asked_words(clause) if not lemma_stems(w) & AMOUNT_WORDS]
+    return f"{found} no passage names a price or a sum of money (asked: {', '.join(said)})"

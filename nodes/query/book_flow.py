@@ -73,6 +73,7 @@ from folio.nodes.core.evidence import (
     sufficient,
     unheld_focus,
     unheld_kind,
+    unheld_price,
     unheld_relation,
 )
 from folio.nodes.core.ranking import HitFusion, merge_ranked, missing_names, names_in, search_depth
@@ -249,6 +250,10 @@ def _judged(
     relation = unheld_relation(clause, [h.text for h in found.hits[:k]]) if ok else None
     if relation is None and ok:
         relation = unheld_focus(clause, [h.text for h in (*found.lexical[:10], *found.semantic[:10])])
+    if relation is None and ok:
+        relation = unheld_price(
+            clause, [h.text for h in (*found.hits[:k], *found.lexical[:10], *found.semantic[:10])]
+        )
     if relation is not None:
         ok = False
         notes.append(relation)
