@@ -222,3 +222,44 @@ def test_check_and_doctor_find_and_rewrite_postings_that_miss_a_book(alice_copy:
     findings = examine(lib).findings
     assert any("term postings" in f.problem and f.repaired for f in findings)
     assert index.postings_problem() is None and index.check() == []
+
+
+def test_bonus_phrases_are_looked_up_on_worker_connections_over_the_same_snapshot(
+    fairy_copy: Library, monkeypatch
+) -> None:
+    """``_concurrently`` gives each call's result in order; while the calling thread is busy, a worker
+    thread takes the next calls on its own connection; a worker that sees another generation (a book added
+    or removed since the search began) takes none, and the calling thread does them all."""
+    import threading
+    import time
+
+    index = fairy_copy.index
+    monkeypatch.setattr(index_postings, "available_cores", lambda: 2)
+
+    def call(i: int):
+        def run(conn) -> tuple[int, str, int, int]:
+            if i == 0:
+                time.sleep(0.3)  # the calling thread is busy: the worker takes the others
+            count = conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'wolf'").fetchone()[
+                0
+            ]
+            return i, threading.current_thread().name, id(conn), count
+
+        return run
+
+    with index._reading() as conn:
+        done = index._concurrently(conn, [call(i) for i in range(4)])
+    assert [d[0] for d in done] == [0, 1, 2, 3] and len({d[3] for d in done}) == 1 and done[0][3] > 0
+    assert done[0][1] == threading.current_thread().name
+    assert all(d[1].startswith("folio-phrases") and d[2] != done[0][2] for d in done[1:])
+
+    real = index._generation
+    monkeypatch.setattr(
+        index,
+        "_generation",
+        lambda c: real(c) + (1 if threading.current_thread().name.startswith("folio-phrases") else 0),
+    )
+    with index._reading() as conn:
+        moved = index._concurrently(conn, [call(i) for i in range(4)])
+    assert [d[0] for d in moved] == [0, 1, 2, 3]
+    assert {d[1] for d in moved} == {threading.current_thread().name}  # the worker took none

@@ -12,8 +12,12 @@ Config: none (``POSTINGS_MIN_CHUNKS``, ``POINT_CHECK_POSTINGS``). Limitations: s
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,11 +34,30 @@ from folio.nodes.backends.postings import (
     scored,
     unpack,
 )
+from folio.nodes.backends.workers import available_cores
 
 POSTINGS_MIN_CHUNKS = 20_000  # from this many chunks a search of the whole library or of books reads them
 # FTS5 checks a phrase in one chunk (60-110 µs) in the time its phrase query steps through about 100
 # chunks of the phrase's rarest word (0.5-0.9 µs each, at 2 M windows): fewer are checked one by one
 POINT_CHECK_POSTINGS = 100
+
+# FTS5 looks up the bonus phrases of a query on this many threads at once, each on its own connection over
+# the same snapshot: the calling thread and ``available_cores() - 1`` workers, at most 3 of them
+PHRASE_WORKERS = 3
+
+T = TypeVar("T")
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # the process's phrase workers (and its pid)
+_POOL_LOCK = threading.Lock()
+
+
+def phrase_pool() -> ThreadPoolExecutor:
+    """The process's ``PHRASE_WORKERS`` threads that look up bonus phrases (made anew in a child process)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(PHRASE_WORKERS, thread_name_prefix="folio-phrases"))
+        return _POOL[1]
+
 
 Narrow = Callable[[Iterable[Collection[str]]], "tuple[np.ndarray | None, int]"]
 Bonuses = Callable[[Narrow], list[Bonus]]
@@ -42,6 +65,37 @@ Bonuses = Callable[[Narrow], list[Bonus]]
 
 class IndexPostings(IndexStore):
     """The library index's searches from the term postings."""
+
+    def _concurrently(self, conn: Any, calls: Sequence[Callable[[Any], T]]) -> list[T]:
+        """``call(connection)`` for each of ``calls``, in order: on ``conn`` and, at once, on worker
+        threads' own connections over the same snapshot (a worker that finds another generation, a book
+        added or removed meanwhile, takes none); each thread takes the next call when done with one, and a
+        worker still waiting for a thread when this one is done is not waited for."""
+        workers = min(PHRASE_WORKERS, available_cores() - 1, len(calls) - 1)
+        if workers < 1:
+            return [call(conn) for call in calls]
+        generation, lock, left = self._generation(conn), threading.Lock(), iter(enumerate(calls))
+        results: dict[int, T] = {}
+
+        def drain(c: Any) -> None:
+            while True:
+                with lock:
+                    taken = next(left, None)
+                if taken is None:
+                    return
+                results[taken[0]] = taken[1](c)
+
+        def work() -> None:
+            with self._reading() as c:
+                if self._generation(c) == generation:
+                    drain(c)
+
+        running = [phrase_pool().submit(work) for _ in range(workers)]
+        drain(conn)
+        for future in running:
+            if not future.cancel():
+                future.result()
+        return [results[i] for i in range(len(calls))]
 
     def _corpus(self, conn: Any) -> Corpus | None:
         """The whole library's ``Corpus`` when its postings are whole and it holds at least
@@ -141,10 +195,24 @@ class IndexPostings(IndexStore):
         bonuses = bonuses_of(narrow)
         narrowed = [narrow(b.alternatives) for b in bonuses]
         possible = [(b.weight, rows) for b, (rows, _) in zip(bonuses, narrowed, strict=True)]
-        for i in sorted(range(len(bonuses)), key=lambda i: -bonuses[i].weight):  # known holders prune
-            cands = possible[i][1] if per_book else contenders(found, possible, k, i)  # each book: all
-            held = self._holders(conn, bonuses[i].expression, cands, narrowed[i][1], where=where)
-            possible[i] = (bonuses[i].weight, held)
+        # each book's best: every possible holder, all at once; else the rarest phrases first, as many at
+        # once as there are threads: the holders known prune what the others can still change
+        order = sorted(range(len(bonuses)), key=lambda i: (narrowed[i][1], -bonuses[i].weight))
+        threads = 1 + max(0, min(PHRASE_WORKERS, available_cores() - 1))
+        tiers = [order] if per_book else [order[i : i + threads] for i in range(0, len(order), threads)]
+        for tier in tiers:
+            lookups = [
+                partial(
+                    self._holders,
+                    expression=bonuses[i].expression,
+                    candidates=possible[i][1] if per_book else contenders(found, possible, k, i),
+                    fewest=narrowed[i][1],
+                    where=where,
+                )
+                for i in tier
+            ]
+            for i, held in zip(tier, self._concurrently(conn, lookups), strict=True):
+                possible[i] = (bonuses[i].weight, held)
         top = best_rows(found, corpus, [(w, h) for w, h in possible if h is not None], k, per_book)
         rows = self.chunks_by_rowid(conn, [r for r, _ in top])
         return [(*rows[r], score, found.best) for r, score in top if r in rows]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -234,8 +235,14 @@ class IndexSearch(IndexPostings):
         if narrow is None:
             present = self._present(conn, list(runs), books, spans)
         else:
-            where = (books, spans)
-            present = [e for e, r in runs.items() if len(self._holders(conn, e, *narrow([r]), True, where))]
+            where, narrowed = (books, spans), [narrow([r]) for r in runs.values()]
+            lookups = [
+                partial(self._holders, expression=e, candidates=c, fewest=n, exists=True, where=where)
+                for e, (c, n) in zip(runs, narrowed, strict=True)
+            ]
+            present = [
+                e for e, held in zip(runs, self._concurrently(conn, lookups), strict=True) if len(held)
+            ]
         bonuses.extend(Bonus(e, SHINGLE_BONUS / len(present), (frozenset(runs[e]),)) for e in present)
         return bonuses
 
