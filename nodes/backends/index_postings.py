@@ -30,16 +30,17 @@ from folio.nodes.backends.postings import (
     contenders,
     corpus_of,
     fts5_tokenizer,
-    holding_all,
+    kth_best,
     scored,
     unpack,
 )
 from folio.nodes.backends.workers import available_cores
 
 POSTINGS_MIN_CHUNKS = 20_000  # from this many chunks a search of the whole library or of books reads them
-# FTS5 checks a phrase in one chunk (60-110 µs) in the time its phrase query steps through about 100
-# chunks of the phrase's rarest word (0.5-0.9 µs each, at 2 M windows): fewer are checked one by one
-POINT_CHECK_POSTINGS = 100
+# FTS5 checks a phrase in one chunk (105-155 µs, twice that beside a second thread) in the time its phrase
+# query steps through 130-520 chunks of the phrase's rarest word (0.26-0.97 µs each; measured at 2 M
+# windows on 7 phrases: fewest with "the"): fewer are checked one by one
+POINT_CHECK_POSTINGS = 300
 
 # FTS5 looks up the bonus phrases of a query on this many threads at once, each on its own connection over
 # the same snapshot: the calling thread and ``available_cores() - 1`` workers, at most 3 of them
@@ -136,9 +137,9 @@ class IndexPostings(IndexStore):
         if candidates is not None and len(candidates) * POINT_CHECK_POSTINGS <= fewest:
             rows, params = sql_in("rowid", [int(r) for r in candidates])
             sql = f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND {rows}{limit}"
-            return np.array([r[0] for r in conn.execute(sql, [expression, *params])], dtype=np.int64)
+            return np.sort(np.array([r[0] for r in conn.execute(sql, [expression, *params])], dtype=np.int64))
         sql, params = fts_select("chunks_fts.rowid", [], expression, *where)
-        return np.array([r[0] for r in conn.execute(sql + limit, params)], dtype=np.int64)
+        return np.sort(np.array([r[0] for r in conn.execute(sql + limit, params)], dtype=np.int64))
 
     def _postings_rows(
         self,
@@ -172,6 +173,13 @@ class IndexPostings(IndexStore):
         held_by = {t[0]: p for t, p in zip(tokens, per_term, strict=True)}
 
         narrowed_by: dict[tuple[frozenset[str], ...], tuple[np.ndarray | None, int]] = {}
+        holding: dict[str, np.ndarray] = {}  # a query word -> which rowids hold it
+
+        def held(word: str) -> np.ndarray:
+            if word not in holding:
+                holding[word] = np.zeros(corpus.span, dtype=bool)
+                holding[word][held_by[word]["rowid"]] = True
+            return holding[word]
 
         def narrow(phrases: Iterable[Collection[str]]) -> tuple[np.ndarray | None, int]:
             """The chunks that may hold one of the phrases (those holding each of its query words; None
@@ -182,12 +190,12 @@ class IndexPostings(IndexStore):
                 return narrowed_by[key]
             mask, fewest = np.zeros(corpus.span, dtype=bool), corpus.rows
             for phrase in key:
-                words = [held_by[w] for w in {w for t in phrase for w in tokenize(t)} if w in held_by]
+                words = [w for w in {w for t in phrase for w in tokenize(t)} if w in held_by]
                 if not words:
                     narrowed_by[key] = (None, corpus.rows)  # words the query does not search: FTS5 alone
                     return narrowed_by[key]
-                mask[holding_all(words, corpus.span)] = True
-                fewest = min([fewest, *(len(w) for w in words)])
+                mask |= np.logical_and.reduce([held(w) for w in words])
+                fewest = min([fewest, *(len(held_by[w]) for w in words)])
             narrowed_by[key] = (np.flatnonzero(mask), fewest)
             return narrowed_by[key]
 
@@ -199,13 +207,14 @@ class IndexPostings(IndexStore):
         # once as there are threads: the holders known prune what the others can still change
         order = sorted(range(len(bonuses)), key=lambda i: (narrowed[i][1], -bonuses[i].weight))
         threads = 1 + max(0, min(PHRASE_WORKERS, available_cores() - 1))
+        kth = kth_best(found, k)
         tiers = [order] if per_book else [order[i : i + threads] for i in range(0, len(order), threads)]
         for tier in tiers:
             lookups = [
                 partial(
                     self._holders,
                     expression=bonuses[i].expression,
-                    candidates=possible[i][1] if per_book else contenders(found, possible, k, i),
+                    candidates=possible[i][1] if per_book else contenders(found, possible, kth, i),
                     fewest=narrowed[i][1],
                     where=where,
                 )

@@ -148,14 +148,6 @@ def matched_rowids(per_term: Sequence[np.ndarray], span: int) -> np.ndarray:
     return np.flatnonzero(mask)
 
 
-def holding_all(per_term: Sequence[np.ndarray], span: int) -> np.ndarray:
-    """The rowids (ascending) holding every one of the terms."""
-    count = np.zeros(span, dtype=np.int32)
-    for postings in per_term:
-        count[postings["rowid"]] += 1
-    return np.flatnonzero(count == len(per_term))
-
-
 def ranked(
     scores: np.ndarray,
     matched: np.ndarray,
@@ -231,21 +223,36 @@ def scored(per_term: Sequence[np.ndarray], corpus: Corpus, books: Sequence[int] 
     return Scored(scores, matched, max(float(scores[matched].max()), rare) if len(matched) else 0.0)
 
 
+def held_among(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` is one of ``others`` (rowids)."""
+    if not len(rows) or not len(others):
+        return np.zeros(len(rows), dtype=bool)
+    mask = np.zeros(max(int(rows.max()), int(others.max())) + 1, dtype=bool)
+    mask[others] = True
+    return mask[rows]
+
+
+def kth_best(found: Scored, k: int) -> float | None:
+    """The ``k``-th best bm25 of the chunks matched; None when ``k`` or fewer match (all of them rank)."""
+    if len(found.matched) <= k:
+        return None
+    base = found.scores[found.matched]
+    return float(np.partition(base, len(base) - k)[len(base) - k])
+
+
 def contenders(
-    found: Scored, possible: Sequence[tuple[float, np.ndarray | None]], k: int, which: int
+    found: Scored, possible: Sequence[tuple[float, np.ndarray | None]], kth: float | None, which: int
 ) -> np.ndarray | None:
     """Of the possible holders of bonus ``which`` (``possible``: each bonus's ``(weight, rowids that
     may hold it)``, None: any chunk), those that could rank in the ``k`` best: their bm25 plus every
-    bonus they may hold reaches the ``k``-th best bm25. Whether the others hold it cannot change the
-    ``k`` best."""
+    bonus they may hold reaches the ``k``-th best bm25 (``kth_best``). Whether the others hold it cannot
+    change the ``k`` best."""
     rows = possible[which][1]
-    if rows is None or len(found.matched) <= k:
+    if rows is None or kth is None:
         return rows
-    base = found.scores[found.matched]
-    kth = float(np.partition(base, len(base) - k)[len(base) - k])
     room = np.zeros(len(rows), dtype=np.float64)
     for weight, others in possible:
-        room += weight if others is None else weight * np.isin(rows, others, assume_unique=True)
+        room += weight if others is None else weight * held_among(rows, others)
     floor = kth - 1e-9 * max(1.0, found.best)  # rounding: keep a chunk at the boundary
     return rows[found.scores[rows] + found.best * room >= floor]
 
