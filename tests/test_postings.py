@@ -16,8 +16,12 @@ from folio.nodes.backends import index_postings
 from folio.nodes.backends.index_search import _varint
 from folio.nodes.backends.postings import (
     EVERY_CHUNK,
+    Scored,
     bm25_scores,
     book_postings,
+    contenders,
+    held_among,
+    kth_best,
     ranked,
     ranked_per_book,
     unpack,
@@ -91,6 +95,21 @@ def test_ranked_per_book_keeps_k_of_each_book_in_one_order() -> None:
     none = lambda r: np.zeros(len(r))  # noqa: E731
     assert ranked_per_book(scores, matched, owners, none, 1) == [(4, 6.0), (1, 5.0)]
     assert ranked_per_book(scores, matched, owners, none, 2) == [(4, 6.0), (1, 5.0), (2, 4.0), (5, 1.0)]
+
+
+def test_contenders_are_the_possible_holders_that_can_still_reach_the_kth_best() -> None:
+    """Golden case: bm25 by rowid 0..5; the 2nd best bm25 is 8; rows 1 and 3 may hold a phrase worth half
+    the best (5), row 4 also a second bonus worth 0.2 (2)."""
+    found = Scored(np.array([0.0, 2.0, 10.0, 4.0, 8.0, 1.0]), np.array([1, 2, 3, 4, 5]), 10.0)
+    assert kth_best(found, 2) == 8.0 and kth_best(found, 5) is None  # five match: all of them rank
+    possible = [(0.5, np.array([1, 3, 4])), (0.2, np.array([4, 5]))]
+    # 2 + 5 < 8 (row 1 cannot rank), 4 + 5 >= 8, 8 + 5 + 2 >= 8
+    assert contenders(found, possible, 8.0, 0).tolist() == [3, 4]
+    assert contenders(found, possible, 8.0, 1).tolist() == [4]  # row 5: 1 + 2 < 8
+    assert contenders(found, possible, None, 0).tolist() == [1, 3, 4]  # every match ranks
+    assert contenders(found, [(0.5, None)], 8.0, 0) is None  # any chunk may hold it: FTS5 alone decides
+    assert held_among(np.array([1, 4, 9]), np.array([9, 4])).tolist() == [False, True, True]
+    assert held_among(np.array([1]), np.zeros(0, dtype=np.int64)).tolist() == [False]
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,10 @@
 or of some books (not of some chapters), scored in numpy instead of FTS5 scoring each matching chunk.
 FTS5 still finds the bonus phrases, but only where they can matter: among the chunks holding all of a
 phrase's query words (none: FTS5 is not asked; few: chunk by chunk), and for the ``k`` best only among
-those that can still rank.
+those that can still rank; the lookups run on several threads at once (the caller's and workers', each
+on its own connection over the same snapshot), the rarest phrases first.
 
-Config: none (``POSTINGS_MIN_CHUNKS``, ``POINT_CHECK_POSTINGS``). Limitations: see
+Config: none (``POSTINGS_MIN_CHUNKS``, ``POINT_CHECK_POSTINGS``, ``PHRASE_WORKERS``). Limitations: see
 ``nodes.backends.postings``; a library made before the postings, or smaller than
 ``POSTINGS_MIN_CHUNKS``, is searched by FTS5 alone.
 """
@@ -137,9 +138,9 @@ class IndexPostings(IndexStore):
         if candidates is not None and len(candidates) * POINT_CHECK_POSTINGS <= fewest:
             rows, params = sql_in("rowid", [int(r) for r in candidates])
             sql = f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND {rows}{limit}"
-            return np.sort(np.array([r[0] for r in conn.execute(sql, [expression, *params])], dtype=np.int64))
+            return np.array([r[0] for r in conn.execute(sql, [expression, *params])], dtype=np.int64)
         sql, params = fts_select("chunks_fts.rowid", [], expression, *where)
-        return np.sort(np.array([r[0] for r in conn.execute(sql + limit, params)], dtype=np.int64))
+        return np.array([r[0] for r in conn.execute(sql + limit, params)], dtype=np.int64)
 
     def _postings_rows(
         self,
@@ -220,8 +221,8 @@ class IndexPostings(IndexStore):
                 )
                 for i in tier
             ]
-            for i, held in zip(tier, self._concurrently(conn, lookups), strict=True):
-                possible[i] = (bonuses[i].weight, held)
+            for i, holders in zip(tier, self._concurrently(conn, lookups), strict=True):
+                possible[i] = (bonuses[i].weight, holders)
         top = best_rows(found, corpus, [(w, h) for w, h in possible if h is not None], k, per_book)
         rows = self.chunks_by_rowid(conn, [r for r, _ in top])
         return [(*rows[r], score, found.best) for r, score in top if r in rows]
