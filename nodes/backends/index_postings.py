@@ -27,6 +27,7 @@ from folio.nodes.backends.postings import (
     EVERY_CHUNK,
     Bonus,
     Corpus,
+    Scored,
     best_rows,
     contenders,
     corpus_of,
@@ -203,9 +204,26 @@ class IndexPostings(IndexStore):
         found = scored(per_term, corpus, books)
         bonuses = bonuses_of(narrow)
         narrowed = [narrow(b.alternatives) for b in bonuses]
+        possible = self._phrase_holders(conn, found, bonuses, narrowed, (k, per_book), where)
+        top = best_rows(found, corpus, possible, k, per_book)
+        rows = self.chunks_by_rowid(conn, [r for r, _ in top])
+        return [(*rows[r], score, found.best) for r, score in top if r in rows]
+
+    def _phrase_holders(
+        self,
+        conn: Any,
+        found: Scored,
+        bonuses: Sequence[Bonus],
+        narrowed: Sequence[tuple[np.ndarray | None, int]],
+        ranking: tuple[int, bool],
+        where: tuple[Scope, Sequence[tuple[int, int]]],
+    ) -> list[tuple[float, np.ndarray]]:
+        """Each bonus's weight and the rowids found holding it, as many as the ranking (``k``, per book)
+        needs: ``narrowed`` gives the chunks that may hold each and the fewest postings of its words.
+        Each book's best: every possible holder, all at once; else the rarest phrases first, as many at
+        once as there are threads: the holders known prune what the others can still change."""
+        k, per_book = ranking
         possible = [(b.weight, rows) for b, (rows, _) in zip(bonuses, narrowed, strict=True)]
-        # each book's best: every possible holder, all at once; else the rarest phrases first, as many at
-        # once as there are threads: the holders known prune what the others can still change
         order = sorted(range(len(bonuses)), key=lambda i: (narrowed[i][1], -bonuses[i].weight))
         threads = 1 + max(0, min(PHRASE_WORKERS, available_cores() - 1))
         kth = kth_best(found, k)
@@ -223,6 +241,4 @@ class IndexPostings(IndexStore):
             ]
             for i, holders in zip(tier, self._concurrently(conn, lookups), strict=True):
                 possible[i] = (bonuses[i].weight, holders)
-        top = best_rows(found, corpus, [(w, h) for w, h in possible if h is not None], k, per_book)
-        rows = self.chunks_by_rowid(conn, [r for r, _ in top])
-        return [(*rows[r], score, found.best) for r, score in top if r in rows]
+        return [(w, h) for w, h in possible if h is not None]
