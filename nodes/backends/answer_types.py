@@ -141,8 +141,7 @@ _WHICH = re.compile(r"^(?:(?:in|on|at|from|to|into|with|by|of) )?(?:which|what) 
 @dataclass(frozen=True)
 class AnswerType:
     """What a question asks for: ``kind`` (named / year / amount / price / duration / name / place, ""
-    for none) and, for
-    ``named``, the ``head`` noun the name ends or starts with."""
+    for none) and, for ``named``, the ``head`` noun the name ends or starts with."""
 
     kind: str = ""
     head: str = ""

@@ -53,6 +53,12 @@ _POOL: tuple[int, ThreadPoolExecutor] | None = None  # the process's phrase work
 _POOL_LOCK = threading.Lock()
 
 
+def phrase_threads() -> int:
+    """Threads that look up a query's bonus phrases at once: the caller's and one fewer worker than the
+    cores this process may use, at most ``PHRASE_WORKERS``."""
+    return 1 + max(0, min(PHRASE_WORKERS, available_cores() - 1))
+
+
 def phrase_pool() -> ThreadPoolExecutor:
     """The process's ``PHRASE_WORKERS`` threads that look up bonus phrases (made anew in a child process)."""
     global _POOL
@@ -74,7 +80,7 @@ class IndexPostings(IndexStore):
         threads' own connections over the same snapshot (a worker that finds another generation, a book
         added or removed meanwhile, takes none); each thread takes the next call when done with one, and a
         worker still waiting for a thread when this one is done is not waited for."""
-        workers = min(PHRASE_WORKERS, available_cores() - 1, len(calls) - 1)
+        workers = min(phrase_threads(), len(calls)) - 1
         if workers < 1:
             return [call(conn) for call in calls]
         generation, lock, left = self._generation(conn), threading.Lock(), iter(enumerate(calls))
@@ -225,7 +231,7 @@ class IndexPostings(IndexStore):
         k, per_book = ranking
         possible = [(b.weight, rows) for b, (rows, _) in zip(bonuses, narrowed, strict=True)]
         order = sorted(range(len(bonuses)), key=lambda i: (narrowed[i][1], -bonuses[i].weight))
-        threads = 1 + max(0, min(PHRASE_WORKERS, available_cores() - 1))
+        threads = phrase_threads()
         kth = kth_best(found, k)
         tiers = [order] if per_book else [order[i : i + threads] for i in range(0, len(order), threads)]
         for tier in tiers:

@@ -251,9 +251,8 @@ def _judged(
     if relation is None and ok:
         relation = unheld_focus(clause, [h.text for h in (*found.lexical[:10], *found.semantic[:10])])
     if relation is None and ok:
-        relation = unheld_price(
-            clause, [h.text for h in (*found.hits[:k], *found.lexical[:10], *found.semantic[:10])]
-        )
+        priced = (*found.hits[:k], *found.lexical[:10], *found.semantic[:10])
+        relation = unheld_price(clause, list(dict.fromkeys(h.text for h in priced)))  # each text once
     if relation is not None:
         ok = False
         notes.append(relation)
