@@ -109,6 +109,16 @@ def test_no_llm_answer_is_grounded_in_the_gold_chapter(fairytale_library: Path) 
     assert answer.answer.count("[") == len(answer.citations)
 
 
+def test_a_name_asked_with_a_slip_is_searched_as_the_book_spells_it(fairytale_library: Path) -> None:
+    # FairytaleQA's own question, "Mitthens" for Potter's "Mittens": refused before (the search found
+    # no "Mitthens" and the evidence rule judged the rest too weak)
+    answer = ask("Where was Mitthens hiding in?", library=fairytale_library, config={"llm": "none"})
+    lines = answer.answer.splitlines()
+    assert lines[0] == 'The book calls Mitthens "Mittens".'
+    assert "Mittens, hiding in an empty jar" in lines[1]
+    assert answer.citations[0].chapter_title == "THE ROLY-POLY PUDDING"
+
+
 # The scripted router's answer when the question is for the books.
 BOOK_ROUTE = {"route": "BOOK", "confidence": 0.9, "suggested_queries": []}
 

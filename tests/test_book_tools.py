@@ -12,8 +12,8 @@ import pytest
 from folio.dataflows.asking import _library
 from folio.nodes.backends.book_tools import BookTools, BudgetExceeded, Session, ToolBudget, WideningRefused
 from folio.nodes.backends.summaries import extractive_summary
-from folio.nodes.core.evidence import refers_back, scope_chapters, sufficient
-from folio.nodes.core.ranking import missing_names, names_in, one_edit
+from folio.nodes.core.evidence import refers_back, renamed, scope_chapters, sufficient
+from folio.nodes.core.ranking import missing_names, names_in, one_edit, respellings
 from folio.nodes.core.text import question_kind
 from folio.nodes.core.types import (
     NOT_FOUND,
@@ -281,6 +281,42 @@ def testmissing_names(question: str, texts: list[str], missing: tuple[str, ...])
     assert missing_names(question, texts) == missing
 
 
+ROLY_POLY = (
+    "The first thing they found was Mittens, hiding in an empty jar. They tipped over the jar, and she "
+    'scrambled out. "Oh, Mother, Mother!" said Mittens.'
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "texts", "spelt"),
+    [
+        ("Where was Mitthens hiding in?", [ROLY_POLY], (("Mitthens", "Mittens"),)),  # a letter added
+        ("What did Jemina Puddle-duck see?", ["Jemima Puddle-duck was a simpleton"], (("Jemina", "Jemima"),)),
+        ("Where was Mittens hiding?", [ROLY_POLY], ()),  # written as asked: nothing to respell
+        ("Where did Lucdina buy her groceries?", ["Lucinda and Jane"], ()),  # two slips: left as asked
+        ("Whom does Elizabeth Bennet marry?", ["Bonnets! She tied her bonnet; a bonnet."], ()),  # no name
+        ("What did Anna say?", ["Anne spoke."], ()),  # under five letters: a slip may be another name
+        ("what did the wolf eat?", [ROLY_POLY], ()),  # no names
+    ],
+)
+def test_respellings_find_the_books_spelling_of_a_name_asked_with_one_slip(
+    question: str, texts: list[str], spelt: tuple[tuple[str, str], ...]
+) -> None:
+    assert respellings(question, texts) == spelt
+
+
+def test_renamed_puts_the_books_names_in_the_clause() -> None:
+    assert (
+        renamed("Where was Mitthens hiding in?", [("Mitthens", "Mittens")]) == "Where was Mittens hiding in?"
+    )
+    red = [("Little Red Riding Hood", "Little Red-Cap")]
+    assert (
+        renamed("How did the wolf trick little red  riding-hood?", red)
+        == "How did the wolf trick Little Red-Cap?"
+    )
+    assert renamed("Did Mitthensen come?", [("Mitthens", "Mittens")]) == "Did Mitthensen come?"  # whole words
+
+
 def _hit(text: str, score: float) -> Hit:
     return Hit("b", "c", "T", "k", 0, len(text), score, text)
 
@@ -296,6 +332,15 @@ def test_sufficient_needs_names_held_and_a_passage_like_the_question() -> None:
     assert sufficient("Who put Peter to bed?", [weak], [weak], 0.8, 0.44)  # every word there
     assert not sufficient("What did Jane Eyre give Peter?", [peter], [peter], 0.8, 0.44)  # a name not held
     assert not sufficient(question, [], [], 0.8, 0.44)  # nothing retrieved
+
+
+def test_sufficient_reads_irregular_forms_as_their_base() -> None:
+    # FairytaleQA's "Why did Mittens fall of the wall?", refused before: "fell" did not cover "fall"
+    wall = _hit("Mittens laughed so that she fell off the wall. Moppet and Tom descended after her.", 0.40)
+    assert sufficient("Why did Mittens fall of the wall?", [wall], [wall], 0.8, 0.44)
+    beetle = _hit("A great big water-beetle came up underneath the lily leaf and tweaked his toe.", 0.40)
+    assert sufficient("Who come up underneath the lily leaf?", [beetle], [beetle], 0.8, 0.44)  # "came"
+    assert not sufficient("Who went up the lily stalk?", [beetle], [beetle], 0.8, 0.44)
 
 
 def test_lexical_only_evidence_is_judged_by_words() -> None:

@@ -7,13 +7,15 @@ support a book clause.
 - ``refers_back``: the pronoun by which a clause with no name of its own points back.
 - ``sufficient``: (a) every name of the clause held by the top ten lexical and semantic hits (their text,
   or the title of their chapter: "The Frog Prince" titles Grimm's tale, "Household Stories" the book
-  searched) and (b) a lexical hit holding ``min_coverage`` of the clause's content words or a semantic
-  hit scoring ``min_similarity`` (the words alone at ``LEXICAL_ONLY_COVERAGE`` without semantic hits).
+  searched) and (b) a lexical hit holding ``min_coverage`` of the clause's content words (irregular
+  forms as their base: "fell" covers "fall") or a semantic hit scoring ``min_similarity`` (the words
+  alone at ``LEXICAL_ONLY_COVERAGE`` without semantic hits).
 - ``asked_relation`` / ``holds_relation`` / ``unheld_relation``: a question for someone's thing ("What is the
   name of Sherlock Holmes's sister?") that no passage names is not supported; the note says what was
   found and what was not.
 - ``unheld_price``: a question for a price or a sum paid ("How much did the Time Traveller pay for his
   machine?", answer type ``price``) that no passage answers with a sum of money is not supported.
+- ``renamed``: a clause with the book's own name or spelling for a name it asks by another one.
 - ``unheld_focus``: a name held by one passage only, which says nothing of what the clause asks about it
   (Moby-Dick's one "Titanic" is a circus-rider: "How did the Titanic sink?"), is not supported either.
 
@@ -30,8 +32,8 @@ from typing import Any
 
 from folio.nodes.backends.answer_types import PAYING_WORDS, answer_type, type_cue
 from folio.nodes.core.ranking import missing_names, names_in
-from folio.nodes.core.sentence_scoring import focus_terms, held_terms, lemma_stems
-from folio.nodes.core.text import STOPWORDS, coverage, sentences, stems
+from folio.nodes.core.sentence_scoring import focus_terms, held_terms, lemma_coverage, lemma_stems
+from folio.nodes.core.text import STOPWORDS, sentences, stems
 from folio.nodes.core.types import Hit
 
 SCOPE_MIN_SCORE = 0.2
@@ -122,6 +124,15 @@ NOT_KINDS = frozenset(
 )
 
 
+def renamed(clause: str, aliases: Sequence[tuple[str, str]]) -> str:
+    """The clause with each name as asked replaced by the book's name or spelling for it (any spacing or
+    punctuation between a name's words; whole words only, "Mitthens" -> "Mittens")."""
+    for asked, own in aliases:
+        pattern = r"\b" + re.escape(asked).replace(r"\ ", r"\W+") + r"\b"
+        clause = re.sub(pattern, lambda _m, own=own: own, clause, flags=re.IGNORECASE)
+    return clause
+
+
 def asked_kind(question: str) -> str | None:
     """The noun naming the kind of thing the question asks for ("Which university did Alice attend?" →
     "university"), or None."""
@@ -160,8 +171,8 @@ def sufficient(
         return False
     if missing_names(question, held) or unheld_kind(question, [*lexical[:10], *semantic[:10]], titles):
         return False
-    terms = stems(question)
-    best_coverage = max((coverage(terms, h.text) for h in lexical[:10]), default=0.0)
+    terms = lemma_stems(question)  # irregular forms as their base: "Why did Mittens fall" / "she fell"
+    best_coverage = max((lemma_coverage(terms, h.text) for h in lexical[:10]), default=0.0)
     if not semantic:  # semantic search could not run: the words alone
         return best_coverage >= LEXICAL_ONLY_COVERAGE
     return best_coverage >= min_coverage or max(h.score for h in semantic[:10]) >= min_similarity

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -356,6 +357,31 @@ def missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
             for form in spellings[name]
         )
     )
+
+
+def respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``(word as asked, the texts' spelling)`` for each word of the question's names (5+ letters) that no
+    text holds as written but that one slip turns into a name the texts write capitalised more often
+    than not ("Mitthens" for Potter's "Mittens"; "Bonnet" is no name where "bonnet" is written); of several
+    such names, the one written most often. The evidence rule forgives such a slip (``missing_names``),
+    but the search does not find the misspelt word."""
+    written = [tok for text in texts for tok in tokens(text)]
+    lower = Counter(fold(tok) for tok in written if not tok[:1].isupper())
+    upper = Counter(tok for tok in written if tok[:1].isupper())
+    held = {fold(tok) for tok in written}
+    out: list[tuple[str, str]] = []
+    for word in dict.fromkeys(w for name in names_in(question) for w in name):
+        low = fold(word)
+        if len(low) < 5 or not low.isalpha() or low in held:
+            continue
+        near = [
+            (n, tok)
+            for tok, n in upper.items()
+            if abs(len(tok) - len(low)) <= 1 and n > lower[fold(tok)] and one_edit(low, fold(tok))
+        ]
+        if near:
+            out.append((word, max(near)[1]))
+    return tuple(out)
 
 
 def _spellings(name: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:

@@ -405,6 +405,11 @@ def lemma_stems(text: str) -> frozenset[str]:
     return frozenset(stem(_IRREGULAR.get(w, w)) for w in content_words(text))
 
 
+def lemma_coverage(terms: frozenset[str], text: str) -> float:
+    """Share of ``terms`` (``lemma_stems``) found among the text's: "fell" covers "fall", "came" "come"."""
+    return len(terms & _text_stems(text)[0]) / len(terms) if terms else 0.0
+
+
 @functools.lru_cache(maxsize=16_384)
 def _text_stems(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """A text's stems (``lemma_stems``) and their ``_extended`` forms, made once per text."""

@@ -65,6 +65,7 @@ from folio.nodes.core.citing import (
     quote_citation,
     reply_text,
 )
+from folio.nodes.core.evidence import renamed
 from folio.nodes.core.reading import Passage, Quote, answer_passages, read_book
 from folio.nodes.core.text import coverage, stems
 from folio.nodes.core.types import (
@@ -136,7 +137,7 @@ def _read(
     if not evidence.sufficient:
         return ()
     passages = read_book(
-        question,
+        renamed(question, evidence.aliases),  # the book's names: "Little Red-Cap", "Mittens"
         evidence.hits,
         _per_chapter(book_stores, lambda store, chapter_id: store.chapter_text(chapter_id), None),
         encoder,

@@ -49,7 +49,6 @@ reads only "what/who is (the name of) X's Y" questions.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -69,6 +68,7 @@ from folio.nodes.backends.summaries import LLMSummarizer
 from folio.nodes.core.evidence import (
     held_texts,
     refers_back,
+    renamed,
     scope_chapters,
     sufficient,
     unheld_focus,
@@ -76,7 +76,14 @@ from folio.nodes.core.evidence import (
     unheld_price,
     unheld_relation,
 )
-from folio.nodes.core.ranking import HitFusion, merge_ranked, missing_names, names_in, search_depth
+from folio.nodes.core.ranking import (
+    HitFusion,
+    merge_ranked,
+    missing_names,
+    names_in,
+    respellings,
+    search_depth,
+)
 from folio.nodes.core.text import (
     fold,
     question_kind,
@@ -209,7 +216,8 @@ def _judged(
     alias_only: bool = False,
 ) -> BookEvidence:
     """The evidence rule on ``found``; insufficient evidence escalates once: to the book's own name for a
-    name it spells otherwise (``_alias``), else to the router's suggested queries (``_escalated``). A
+    name it spells otherwise (``_alias``) or to its spelling of a name asked with a slip (``respellings``:
+    "Mitthens"), else to the router's suggested queries (``_escalated``). A
     question for someone's thing, or for a kind of thing ("which university") no passage names, is
     insufficient too (``nodes/core/evidence.py``).
     ``alias_only``: a clause routed to other sources too is supported only through a book's own name for
@@ -223,13 +231,14 @@ def _judged(
     top = held_texts(found.lexical, found.semantic, titles)
     if not ok and tools.budget.left > 0:
         alias = _alias(tools, missing_names(clause, top), found.semantic)
-        if alias is not None:
-            asked = re.sub(re.escape(alias[0]).replace(r"\ ", r"\W+"), alias[1], clause, flags=re.IGNORECASE)
+        names = (alias,) if alias is not None else respellings(clause, top)
+        if names:
+            asked = renamed(clause, names)
             more = _book_hits(tools, asked, found.scope, k, 0.0)
             if sufficient(asked, more.lexical, more.semantic, min_coverage, min_similarity, titles):
-                escalated, ok, aliases = True, True, (alias,)
+                escalated, ok, aliases = True, True, names
                 found = replace(more, searched=(*found.searched, *more.searched))
-                notes.append(f'The book calls {alias[0]} "{alias[1]}"')
+                notes.extend(f'The book calls {name} "{own}"' for name, own in names)
         else:
             more, more_notes = _escalated(tools, found, route.suggested_queries, k)
             if more is not found:
