@@ -14,6 +14,7 @@ from folio.nodes.backends.book_tools import BookTools, BudgetExceeded, Session, 
 from folio.nodes.backends.summaries import extractive_summary
 from folio.nodes.core.evidence import refers_back, renamed, scope_chapters, sufficient
 from folio.nodes.core.ranking import missing_names, names_in, one_edit, respellings
+from folio.nodes.core.sentence_scoring import lemma_coverage, lemma_stems
 from folio.nodes.core.text import question_kind
 from folio.nodes.core.types import (
     NOT_FOUND,
@@ -341,6 +342,10 @@ def test_sufficient_reads_irregular_forms_as_their_base() -> None:
     beetle = _hit("A great big water-beetle came up underneath the lily leaf and tweaked his toe.", 0.40)
     assert sufficient("Who come up underneath the lily leaf?", [beetle], [beetle], 0.8, 0.44)  # "came"
     assert not sufficient("Who went up the lily stalk?", [beetle], [beetle], 0.8, 0.44)
+    # and inflections as the reader matches them ("settling" / "settle", "stopped" / "stop")
+    queen = "The Queen had only one way of settling all difficulties. The carriage stopped."
+    assert lemma_coverage(lemma_stems("Why did the Queen settle difficulties?"), queen) == 1.0
+    assert lemma_coverage(lemma_stems("Where did the carriage stop?"), queen) == 1.0
 
 
 def test_lexical_only_evidence_is_judged_by_words() -> None:

@@ -160,7 +160,21 @@ def test_overlapping_chunks_give_each_sentence_once_with_chapter_offsets() -> No
         assert q.chunk_id in ("c1", "c2")
     for p in passages:
         assert [q.start for q in p.quotes] == sorted(q.start for q in p.quotes)
-        assert p.words <= 60 or len(p.quotes) == 1
+        assert p.words <= 60 or len(p.quotes) == 1 or p.words - word_count(p.quotes[-1].text) < 35
+
+
+def test_a_short_passage_reads_on_into_the_sentence_that_follows() -> None:
+    # Flatland's "... not allowed, and for this reason." is followed by the reason, 118 words long: past
+    # the 60-word budget, which before left the answer at the sentence that only repeats the question
+    text = (BOOKS.parent / "formats" / "other" / "abbott-flatland.md").read_text(encoding="utf-8")
+    start = text.index("Square and triangular houses are not allowed")
+    chapter = text[start - 1500 : start + 1500]
+    hits = [hit("c1", chapter, 0, len(chapter))]
+    question = "Why are square and triangular houses not allowed in Flatland?"
+    best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
+    assert best.quotes[0].text == "Square and triangular houses are not allowed, and for this reason."
+    assert best.quotes[1].text.startswith("The angles of a Square") and len(best.quotes) == 2
+    assert word_count(best.quotes[1].text) > 60
 
 
 def test_a_chunk_cut_mid_sentence_is_read_whole_from_the_chapter() -> None:

@@ -25,8 +25,9 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   the kind, minus ``RANK_PRIOR`` per retrieval rank of the chunk, a lone sentence over ``LONG_SENTENCE`` words
   (Moby-Dick's 140-word sentences) scaled down by its length; the ``PREFILTER`` best units gain their
   meaning (one encode). A passage is the best unit not yet taken, the predecessors a pronoun needs,
-  then the sentences that follow while they fit ``max_words``. The encodes go through
-  ``backends.encoder.remembered_encode``: a warm process encodes a sentence unit once.
+  then the sentences that follow while they fit ``max_words``; a passage still under ``SHORT_PASSAGE``
+  words takes the next sentence even past ``max_words`` (one at most twice that long). The encodes go
+  through ``backends.encoder.remembered_encode``: a warm process encodes a sentence unit once.
   ``answer_passages`` picks what an
   extractive answer shows.
 
@@ -89,6 +90,7 @@ MAX_CHUNKS = 5  # evidence chunks read
 LONG_SENTENCE = 60  # (book passages) a longer sentence's score is scaled by LONG_SENTENCE / its words
 TITLE_CONTEXT = True  # a sentence is read under its chapter's title (the question's words the title holds)
 MARGIN = 600  # characters of chapter text read around the chunks (whole first / previous sentences)
+SHORT_PASSAGE = 35  # (book passages) a passage of fewer words takes its next sentence past the budget
 
 
 def passage(texts: Sequence[str], scores: Sequence[float], max_words: int = 60) -> tuple[int, ...]:
@@ -300,6 +302,11 @@ def _filled(texts: Sequence[str], lo: int, hi: int, free: Callable[[int], bool],
     while hi + 1 < len(texts) and free(hi + 1) and used + word_count(texts[hi + 1]) <= max_words:
         hi += 1
         used += word_count(texts[hi])
+    # a short passage reads on: the sentence that follows joins past the budget (the answer often follows
+    # the sentence that repeats the question: "... not allowed, and for this reason." / the reason)
+    following = hi + 1 < len(texts) and free(hi + 1) and word_count(texts[hi + 1]) <= 2 * max_words
+    if used < SHORT_PASSAGE and following:
+        hi += 1
     return range(lo, hi + 1)
 
 

@@ -406,8 +406,12 @@ def lemma_stems(text: str) -> frozenset[str]:
 
 
 def lemma_coverage(terms: frozenset[str], text: str) -> float:
-    """Share of ``terms`` (``lemma_stems``) found among the text's: "fell" covers "fall", "came" "come"."""
-    return len(terms & _text_stems(text)[0]) / len(terms) if terms else 0.0
+    """Share of ``terms`` (``lemma_stems``) the text holds as the reader matches them (``_matches``):
+    "fell" covers "fall", "came" "come", "settling" "settle", "stopped" "stop"."""
+    if not terms:
+        return 0.0
+    own, extended = _text_stems(text)
+    return sum(_matches(t, own, extended) for t in terms) / len(terms)
 
 
 @functools.lru_cache(maxsize=16_384)
