@@ -129,7 +129,7 @@ def renamed(clause: str, aliases: Sequence[tuple[str, str]]) -> str:
     punctuation between a name's words; whole words only, "Mitthens" -> "Mittens")."""
     for asked, own in aliases:
         pattern = r"\b" + re.escape(asked).replace(r"\ ", r"\W+") + r"\b"
-        clause = re.sub(pattern, lambda _m, own=own: own, clause, flags=re.IGNORECASE)
+        clause = re.sub(pattern, own.replace("\\", "\\\\"), clause, flags=re.IGNORECASE)
     return clause
 
 
