@@ -41,6 +41,7 @@ from folio.nodes.core.text import (
     fold,
     named_phrases,
     stem,
+    stems,
     words,
 )
 
@@ -325,6 +326,11 @@ _IRREGULAR_TEXT = """
 _IRREGULAR = {
     form: line.split()[0] for line in _IRREGULAR_TEXT.strip().splitlines() for form in line.split()[1:]
 }
+# a base word's stem -> the stems of it and its irregular forms ("fall" -> fall, fell, fallen)
+_FORM_STEMS = {
+    stem(line.split()[0]): frozenset(stem(w) for w in line.split())
+    for line in _IRREGULAR_TEXT.strip().splitlines()
+}
 
 _DEFINITION = re.compile(r"\b(?:is|was|are|were|means|meant|called|named)\b", re.IGNORECASE)
 _WHY = re.compile(
@@ -406,12 +412,12 @@ def lemma_stems(text: str) -> frozenset[str]:
 
 
 def lemma_coverage(terms: frozenset[str], text: str) -> float:
-    """Share of ``terms`` (``lemma_stems``) the text holds as the reader matches them (``_matches``):
-    "fell" covers "fall", "came" "come", "settling" "settle", "stopped" "stop"."""
+    """Share of ``terms`` (``lemma_stems``) among the text's stems (``stems``, remembered per text), an
+    irregular form of a base word counting as it: "fell" covers "fall", "came" "come"."""
     if not terms:
         return 0.0
-    own, extended = _text_stems(text)
-    return sum(_matches(t, own, extended) for t in terms) / len(terms)
+    held = stems(text)
+    return sum(bool(held & _FORM_STEMS.get(t, frozenset((t,)))) for t in terms) / len(terms)
 
 
 @functools.lru_cache(maxsize=16_384)
