@@ -183,6 +183,9 @@ class FakeTools:
         )
         return BookHits(query, hits, hits, (), None, (f"search({query!r})",))
 
+    def fusion(self, lexical, semantic, k):  # lexical hits only: nothing to fuse
+        return tuple(lexical[:k])
+
 
 def test_insufficient_evidence_escalates_once_with_the_routers_suggested_queries() -> None:
     question = "Who is the Grey Lady?"
@@ -194,6 +197,18 @@ def test_insufficient_evidence_escalates_once_with_the_routers_suggested_queries
     assert evidence.widened and evidence.sufficient
     assert any("suggested queries once" in n for n in evidence.notes)
     assert "Grey Lady" in evidence.hits[0].text
+
+
+def test_a_respelling_that_does_not_help_still_escalates_to_the_suggested_queries() -> None:
+    question = "Where was Mitthens hiding?"
+    jar = "The first thing they found was Mittens, hiding in an empty jar."
+    tools = FakeTools({question: ["Mittens ran. Mittens laughed."], "Mittens in the empty jar": [jar]})
+    route = RouteDecision("BOOK", 0.9, (question, "Mittens in the empty jar"), ("b",), "LLM", question)
+    evidence = _judged(tools, route, "concrete", tools.search(question), 10, 0.5, 0.9)  # type: ignore[arg-type]
+    # the book's spelling searched first (nothing there), then the router's query as before
+    assert tools.queries == [question, "Where was Mittens hiding?", "Mittens in the empty jar"]
+    assert evidence.widened and evidence.sufficient and evidence.aliases == ()
+    assert jar in [h.text for h in evidence.hits]  # merged after what the clause found
 
 
 def test_without_suggested_queries_insufficient_evidence_is_final() -> None:

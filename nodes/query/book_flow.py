@@ -239,7 +239,7 @@ def _judged(
                 escalated, ok, aliases = True, True, names
                 found = replace(more, searched=(*found.searched, *more.searched))
                 notes.extend(f'The book calls {name} "{own}"' for name, own in names)
-        else:
+        if alias is None and not ok:  # a respelling that did not help leaves the escalation as it was
             more, more_notes = _escalated(tools, found, route.suggested_queries, k)
             if more is not found:
                 escalated, found = True, more
