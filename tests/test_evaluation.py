@@ -128,6 +128,9 @@ def test_answer_containment_is_normalised_and_on_word_boundaries():
     assert not _contains_answer(["pig"], ["a pigeon flew by"])
     assert _contains_answer([], ["anything"]) is None
     assert _contains_answer(["..."], ["anything"]) is None
+    # a typographic apostrophe (Alice, Pride and Prejudice) is the typed one, on either side
+    assert _contains_answer(["St. Clement's"], ["We were married, you know, at St. Clement\u2019s, because"])
+    assert _contains_answer(["Wickham\u2019s lodgings"], ["because Wickham's lodgings were"])
 
 
 def test_check_grounds_every_citation_and_cites_the_kiwix_gold():

@@ -1,5 +1,6 @@
-"""The issue-27 question sets (tests/qa/books27_*, kiwix27_*, library27): their shape, their split, and
-that every answer lies where the line says, checked against the real texts (no ingest, no model)."""
+"""The issue-27 question sets (tests/qa/books27_*, novels_*, kiwix27_*, library27): their shape, their
+split, and that every answer lies where the line says, checked against the real texts (no ingest, no
+model)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,47 @@ def test_book_sets_cover_six_books_split_by_book_with_the_asked_mix_of_kinds():
         assert row["answers"], row["id"]
         assert row["type"] == "whole" or row["gold_quote"], row["id"]
     assert len(qa_items(str(QA_DIR / "books27_test.jsonl"))) == len(test)  # folio eval reads them
+
+
+def _read_text(book_file: str) -> str:
+    """A book's chapters as Folio's own reader gives them (MOBI is compressed; HTML has entities)."""
+    from folio.nodes.readers import html as html_reader
+    from folio.nodes.readers import mobi
+
+    path = DATA_DIR / book_file
+    reader = mobi if path.suffix == ".mobi" else html_reader
+    book = reader.read(str(path), path.read_bytes(), 50_000_000)
+    return "\n".join(c.text for c in book.chapters)
+
+
+def test_the_novel_sets_are_split_by_book_with_chapters_all_through_each_book():
+    dev, test = _lines("novels_dev.jsonl"), _lines("novels_test.jsonl")
+    dev_books, test_books = {r["book_file"] for r in dev}, {r["book_file"] for r in test}
+    assert len(dev_books) == 2 and len(test_books) == 1 and not dev_books & test_books
+    for rows in (dev, test):
+        for book in {r["book_file"] for r in rows}:
+            mine = [r for r in rows if r["book_file"] == book]
+            kinds = Counter(r["type"] for r in mine)
+            assert kinds["concrete"] == 15 and kinds["why"] == 9 and set(kinds) <= set(KINDS)
+            assert len({r["gold_chapter"] for r in mine if r.get("gold_chapter")}) >= 12  # whole book
+    assert len(qa_items(str(QA_DIR / "novels_test.jsonl"))) == len(test)
+
+
+@pytest.mark.parametrize("name", ["novels_dev.jsonl", "novels_test.jsonl"])
+def test_every_novel_answer_is_beside_its_quote_once_in_the_book(name):
+    texts: dict[str, str] = {}
+    for row in _lines(name):
+        if not row.get("gold_quote"):
+            continue
+        book = row["book_file"]
+        if book not in texts:
+            raw = _book_text(book) if book.endswith(".txt") else _read_text(book)
+            texts[book] = _norm(raw)
+        quote = _norm(row["gold_quote"])
+        assert texts[book].count(quote) == 1, row["id"]
+        at = texts[book].index(quote)
+        near = " " + _answer_norm(texts[book][max(0, at - 400) : at + len(quote) + 400]) + " "
+        assert any(" " + _answer_norm(a) + " " in near for a in row["answers"]), row["id"]
 
 
 @pytest.mark.parametrize("name", ["books27_dev.jsonl", "books27_test.jsonl"])

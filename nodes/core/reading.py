@@ -63,6 +63,10 @@ Limitations: English cues; the kind cues are word lists, not a parser; no pronou
 taking the predecessor; units outside the best ``PREFILTER`` by words are never encoded, so a
 sentence that answers in other words than the question's is found only as the second sentence of a
 unit; FairytaleQA's targets (0.40 in the text, 0.70 first citation in the gold section) are not met.
+``_chunk_of`` matches a sentence to the evidence chunks by offsets alone, which are per chapter: a sentence
+can take the rank of another chapter's chunk at the same offsets (its citation is re-made from its own
+chapter's chunks by ``answering._in_chunks``; only ``RANK_PRIOR`` reads it). Restricting it to the
+sentence's chapter lost answers on the held-out halves (docs/evaluation-questions.md, session 42).
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends.book_store import BookStore
 from folio.nodes.backends.qa_files import QAItem, read_fairytaleqa, read_jsonl, with_archives
-from folio.nodes.core.text import sentences, word_spans, words
+from folio.nodes.core.text import fold, sentences, word_spans, words
 from folio.nodes.core.types import NO_RESULTS, NOT_FOUND, Answer, Citation, FolioError, Hit
 
 SHINGLE = 5
@@ -330,7 +330,7 @@ _ARTICLES = frozenset({"a", "an", "the"})
 
 def _answer_norm(text: str) -> str:
     """Lower case, punctuation gone, articles dropped, one space between words (SQuAD-style)."""
-    return " ".join(w for w in words(text.replace("'", " ")) if w not in _ARTICLES)
+    return " ".join(w for w in words(fold(text).replace("'", " ")) if w not in _ARTICLES)
 
 
 def _contains_answer(accepted: Sequence[str], texts: Sequence[str]) -> bool | None:
