@@ -20,6 +20,7 @@ from folio.dataflows.registry import settings_inputs
 from folio.dataflows.server import create_app
 from folio.dataflows.service import Service
 from folio.nodes.backends.book_tools import Session, ToolBudget
+from folio.nodes.core.ranking import search_text
 from tests.servers import ServedApp
 
 QUERIES = (
@@ -75,7 +76,8 @@ def test_the_front_ends_rank_the_same_hits(alice_library: Path, tmp_path: Path, 
         (store,) = eval_inputs["stores_by_file"].values()
         for question in QUERIES:
             clause, ask_hits, tools = _ask_graph(library, config, question)
-            query = clause  # the ask searches the router's clause (the question without its "?")
+            assert clause == question.rstrip("?")  # the ask searches the router's clause, without its "?"
+            query = question  # typed as asked: every front end encodes it as the clause (``search_text``)
             search = _keys(api.search(query, library=library, config=cfg))
             assert len(search) == 8
             ranked = {
@@ -99,3 +101,13 @@ def test_the_mcp_book_tools_fuse_as_the_ask_graph_does(alice_library: Path, over
     *_, graph_tools = _ask_graph(alice_library, config, QUERIES[0])
     assert service.book_tools().fusion == graph_tools.fusion
     assert graph_tools.fusion.name == overrides.get("hybrid_fusion", "convex")
+
+
+def test_a_query_is_encoded_without_its_closing_question_mark() -> None:
+    assert search_text("What did the White Rabbit take out of its waistcoat-pocket?") == (
+        "What did the White Rabbit take out of its waistcoat-pocket"
+    )
+    assert search_text("  Who  stole the tarts ? ") == "Who stole the tarts"
+    assert search_text("the Queen of Hearts and her tarts") == "the Queen of Hearts and her tarts"
+    assert search_text("Off with her head!") == "Off with her head!"  # the router keeps "!" too
+    assert search_text("?") == "?"

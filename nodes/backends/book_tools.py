@@ -70,7 +70,7 @@ from folio.nodes.backends.tool_runtime import shared_pool as shared_pool
 from folio.nodes.backends.tool_specs import TOOL_SPECS as TOOL_SPECS
 from folio.nodes.backends.tool_specs import hit_row, location_id, tool_definitions
 from folio.nodes.core.concept_lookup import concept_map_lookup
-from folio.nodes.core.ranking import HitFusion, ranked_lexical, ranked_semantic
+from folio.nodes.core.ranking import HitFusion, ranked_lexical, ranked_semantic, search_text
 from folio.nodes.core.types import BookHits, ConceptMap, ConceptMatches, FolioError, Hit
 
 SUMMARY_RESERVE = 1  # budget calls an LLM summary leaves for the answer (or agent turn) that reads it
@@ -237,7 +237,7 @@ class BookTools:
         key = ("semantic", self._books(), query, tuple(sorted(scope)) if scope else None, k)
 
         def make() -> tuple[Hit, ...]:
-            vector = remembered_query(self.encoder, query)
+            vector = remembered_query(self.encoder, search_text(query))
             books, chapters = self._scope(scope)
             return ranked_semantic(books, vector, k, chapters)
 

@@ -7,10 +7,10 @@ score (the ``scored_candidates`` node of ``nodes/kiwix/scoring.py``, and the Kiw
 The one retrieval path (issue 27): ``search_depth``, ``ranked_lexical``/``ranked_semantic`` (one lookup
 per library, each list ``search_depth(k)`` deep, merged by ``merge_ranked``'s tie-break) and
 ``HitFusion`` (``fuse_convex``: the convex blend of max-normalised lexical and semantic scores, or
-``fuse_rrf``) are what every search runs: ``folio search``, HTTP ``/api/search`` and the eval (the search
-DAG, ``nodes/search/retrieval.py``), the ask book flow (``nodes/query/book_flow.py``) and the book tools of
-the agent
-and the MCP server (``nodes/backends/book_tools.py``).
+``fuse_rrf``), with ``search_text`` the text a query's meaning is encoded from, are what every search
+runs: ``folio search``, HTTP ``/api/search`` and the eval (the search DAG, ``nodes/search/retrieval.py``),
+the ask book flow (``nodes/query/book_flow.py``) and the book tools of the agent and the MCP server
+(``nodes/backends/book_tools.py``).
 
 The Kiwix table. Signals (points; each recorded in the candidate's breakdown when it fires):
 
@@ -237,6 +237,14 @@ def fuse_rrf(
             by_key.setdefault(key, h)
     order = sorted(scores, key=lambda key: (-scores[key], by_key[key].book_id, by_key[key].start))
     return tuple(replace(by_key[key], score=scores[key]) for key in order[:k])
+
+
+def search_text(query: str) -> str:
+    """The text a query's meaning is encoded from: its words, without the closing "?" (and "." or ",").
+    The ask searches a question's clauses, which the router splits on "?", so ``folio search "...?"`` and
+    the ask must encode the same text to rank alike: MiniLM's vectors of "...letter?" and "...letter"
+    differ enough to reorder a semantic list. The words (the lexical list) never see the "?"."""
+    return " ".join(query.split()).strip(" ,.?") or query
 
 
 def search_depth(k: int) -> int:

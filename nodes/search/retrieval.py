@@ -31,13 +31,14 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends import baselines
 from folio.nodes.backends.encoder import Encoder
-from folio.nodes.core.ranking import HitFusion, merge_ranked, ranked_lexical, ranked_semantic
+from folio.nodes.core.ranking import HitFusion, merge_ranked, ranked_lexical, ranked_semantic, search_text
 from folio.nodes.core.types import Hit
 
 
 def query_vector(query: str, encoder: Encoder) -> np.ndarray:
-    """The query's normalised embedding (with the model's query prefix, if any)."""
-    return encoder.encode_query(query)
+    """The query's normalised embedding (with the model's query prefix, if any) of ``search_text(query)``:
+    the text the ask encodes for the same question."""
+    return encoder.encode_query(search_text(query))
 
 
 def lexical_hits(
