@@ -58,6 +58,20 @@ def test_the_relation_rule_reads_who_is_whose_in_the_books_own_words(data_dir) -
     assert asked_relation("What was the name of Mr. McGregor's dog?") == ("Mr. McGregor", "dog")
 
 
+def test_his_thing_is_named_with_words_between_but_no_other_name(data_dir) -> None:
+    # "What is the name of Starbuck's wife?": "Starbuck may survive to hug his wife" names her (the rule
+    # once read its "no capital between" case-blind, so any letter between hid it)
+    text = (data_dir / "books" / "txt" / "pg2701_melville_moby-dick.txt").read_text(encoding="utf-8")
+    said = next(p for p in text.split("\n\n") if "survive to hug his wife" in p)
+    assert holds_relation("Starbuck", "wife", [said])
+    assert holds_relation(
+        "Stapleton", "wife", ["The lady who has passed here as Miss Stapleton is in reality his wife."]
+    )
+    assert not holds_relation(
+        "Holmes", "sister", ["Holmes glanced at Watson and his sister."]
+    )  # another name
+
+
 def test_the_asked_for_kind_is_a_noun_not_a_verb() -> None:
     assert asked_kind("Which university did Alice attend?") == "university"
     assert asked_kind("In which city did the Square of Flatland go to university?") == "city"

@@ -205,7 +205,7 @@ def holds_relation(subject: str, thing: str, texts: Sequence[str]) -> bool:
     own = r"(?:his|her|their)\s+" + y
     direct = re.compile(
         rf"\b{last}(?:'s|’s|')\s+(?:\w+\s+){{0,2}}{y}\b|\b{y}\s+of\s+(?:\w+\.?\s+){{0,2}}{last}\b"
-        rf"|\b{last}\b[^A-Z]{{0,80}}\b{own}\b",
+        rf"|\b{last}\b(?-i:[^A-Z]){{0,80}}\b{own}\b",
         re.IGNORECASE,
     )
     named = re.compile(
