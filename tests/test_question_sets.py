@@ -24,13 +24,24 @@ def _lines(name: str) -> list[dict]:
     return [json.loads(line) for line in (QA_DIR / name).read_text(encoding="utf-8").splitlines() if line]
 
 
-def _book_text(book_file: str) -> str:
+@functools.lru_cache(maxsize=8)
+def _book_words(book_file: str) -> str:
+    """A book's text, normalised as the gold quotes are (``_norm``): an EPUB's documents, a MOBI's or an
+    HTML file's chapters as Folio's own reader gives them (MOBI is compressed; HTML has entities), else
+    the file's text."""
+    from folio.nodes.readers import html as html_reader
+    from folio.nodes.readers import mobi
+
     path = DATA_DIR / book_file
     if path.suffix == ".epub":
         with zipfile.ZipFile(path) as z:
             parts = [n for n in sorted(z.namelist()) if n.endswith((".xhtml", ".html", ".htm"))]
-            return "\n".join(html.fromstring(z.read(n)).text_content() for n in parts)
-    return path.read_text(encoding="utf-8", errors="replace")
+            return _norm("\n".join(html.fromstring(z.read(n)).text_content() for n in parts))
+    if path.suffix in (".mobi", ".html"):
+        reader = mobi if path.suffix == ".mobi" else html_reader
+        book = reader.read(str(path), path.read_bytes(), 50_000_000)
+        return _norm("\n".join(c.text for c in book.chapters))
+    return _norm(path.read_text(encoding="utf-8", errors="replace"))
 
 
 def test_book_sets_cover_six_books_split_by_book_with_the_asked_mix_of_kinds():
@@ -48,17 +59,6 @@ def test_book_sets_cover_six_books_split_by_book_with_the_asked_mix_of_kinds():
     assert len(qa_items(str(QA_DIR / "books27_test.jsonl"))) == len(test)  # folio eval reads them
 
 
-def _read_text(book_file: str) -> str:
-    """A book's chapters as Folio's own reader gives them (MOBI is compressed; HTML has entities)."""
-    from folio.nodes.readers import html as html_reader
-    from folio.nodes.readers import mobi
-
-    path = DATA_DIR / book_file
-    reader = mobi if path.suffix == ".mobi" else html_reader
-    book = reader.read(str(path), path.read_bytes(), 50_000_000)
-    return "\n".join(c.text for c in book.chapters)
-
-
 def test_the_novel_sets_are_split_by_book_with_chapters_all_through_each_book():
     dev, test = _lines("novels_dev.jsonl"), _lines("novels_test.jsonl")
     dev_books, test_books = {r["book_file"] for r in dev}, {r["book_file"] for r in test}
@@ -74,30 +74,21 @@ def test_the_novel_sets_are_split_by_book_with_chapters_all_through_each_book():
 
 @pytest.mark.parametrize("name", ["novels_dev.jsonl", "novels_test.jsonl"])
 def test_every_novel_answer_is_beside_its_quote_once_in_the_book(name):
-    texts: dict[str, str] = {}
     for row in _lines(name):
         if not row.get("gold_quote"):
             continue
-        book = row["book_file"]
-        if book not in texts:
-            raw = _book_text(book) if book.endswith(".txt") else _read_text(book)
-            texts[book] = _norm(raw)
-        quote = _norm(row["gold_quote"])
-        assert texts[book].count(quote) == 1, row["id"]
-        at = texts[book].index(quote)
-        near = " " + _answer_norm(texts[book][max(0, at - 400) : at + len(quote) + 400]) + " "
+        text, quote = _book_words(row["book_file"]), _norm(row["gold_quote"])
+        assert text.count(quote) == 1, row["id"]
+        at = text.index(quote)
+        near = " " + _answer_norm(text[max(0, at - 400) : at + len(quote) + 400]) + " "
         assert any(" " + _answer_norm(a) + " " in near for a in row["answers"]), row["id"]
 
 
 @pytest.mark.parametrize("name", ["books27_dev.jsonl", "books27_test.jsonl"])
 def test_every_gold_quote_is_in_its_book(name):
-    texts: dict[str, str] = {}
     for row in _lines(name):
-        if not row.get("gold_quote"):
-            continue
-        if row["book_file"] not in texts:
-            texts[row["book_file"]] = _norm(_book_text(row["book_file"]))
-        assert _norm(row["gold_quote"]) in texts[row["book_file"]], row["id"]
+        if row.get("gold_quote"):
+            assert _norm(row["gold_quote"]) in _book_words(row["book_file"]), row["id"]
 
 
 @functools.lru_cache(maxsize=8)

@@ -56,7 +56,7 @@ from hamilton.function_modifiers import config
 from folio.nodes.backends.book_store import scopes
 from folio.nodes.backends.book_tools import BookTools, BudgetExceeded, ToolBudget
 from folio.nodes.backends.llm import LLMError
-from folio.nodes.core.ranking import missing_names
+from folio.nodes.core.ranking import missing_names, search_text
 from folio.nodes.core.text import (
     STOPWORDS,
     base_words,
@@ -151,7 +151,7 @@ def _clauses(question: str) -> tuple[str, ...]:
         parts.append(question[start : m.start()])
         start = m.end()
     parts.append(question[start:])
-    clauses = [" ".join(p.split()).strip(" ,.") for p in parts]
+    clauses = [search_text(p) for p in parts]  # the text every search of the clause encodes
     kept = tuple(c for c in clauses if any(w not in STOPWORDS for w in words(c)))
     return kept or (question.strip(),)
 
