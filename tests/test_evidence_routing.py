@@ -4,7 +4,14 @@ it holds the question's subject, and a refusal says what was searched where."""
 from __future__ import annotations
 
 from folio.nodes.core.kiwix_types import ContextSection, KiwixContext, KiwixResult
-from folio.nodes.core.sentence_scoring import holds_subject, subject_terms
+from folio.nodes.core.sentence_scoring import held_terms
+from folio.nodes.core.subjects import (
+    about_subject,
+    holds_subject,
+    past_forms,
+    subject_terms,
+    titles_subject,
+)
 from folio.nodes.query.source_fusion import _kiwix_source_results, _looks_empty
 
 WIKI = "wikipedia_en_100_mini_2022-10"
@@ -186,3 +193,87 @@ def test_an_article_naming_the_subject_in_passing_must_say_something_of_what_is_
     assert _kiwix_source_results(_result("What is the tallest mountain in Africa?", kilimanjaro))[0].citations
     ray = _section("Ray Charles", "He died on June 10, 2004, of complications resulting from liver disease.")
     assert _kiwix_source_results(_result("What did Ray Charles suffer from at the end?", ray))[0].citations
+
+
+# --- what an article is about: its lead, its title, and the relation a question names (session 43) ----
+
+
+def test_the_subject_is_looked_for_in_the_articles_lead_too() -> None:
+    """The passage that answers need not repeat the subject: "Antarctica is Earth's southernmost
+    continent" (the lead) holds the Earth of the question when the answering passage does not."""
+    answer = "Antarctica is on average the coldest, driest, and windiest of the continents."
+    bare = _section("Antarctica", answer)
+    (refused,) = _kiwix_source_results(_result("Which continent is the coldest and driest on Earth?", bare))
+    assert refused.citations == ()  # the passage alone does not hold "Earth"
+    led = ContextSection(
+        WIKI,
+        "Antarctica",
+        "u",
+        1.0,
+        answer,
+        "A/Antarctica",
+        "",
+        "Antarctica is Earth's southernmost continent.",
+    )
+    (cited,) = _kiwix_source_results(_result("Which continent is the coldest and driest on Earth?", led))
+    assert cited.citations and cited.text == answer  # the lead judges; the passage is what is cited
+    termites = ContextSection(
+        WIKI, "Termites", "u", 1.0, "Termites dissolve wood.", "A/T", "", "Termites are insects."
+    )
+    assert (
+        _kiwix_source_results(_result("Why did the Red-Headed League dissolve?", termites))[0].citations == ()
+    )
+
+
+def test_an_article_titled_by_the_questions_first_subject_word_holds_it() -> None:
+    emu = _section("Emu", "The emu is the second-tallest living bird. It is endemic to Australia.")
+    assert _kiwix_source_results(_result("Where do emus live in the wild?", emu))[0].citations
+    album = _section("Live (album)", "Live is the first album by the band, recorded in 1999.")
+    assert _kiwix_source_results(_result("Where do emus live in the wild?", album))[0].citations == ()
+    assert titles_subject("How do enzymes speed up chemical reactions?", "Enzyme")
+    assert not titles_subject("What is the boiling point of ethanol?", "Oxygen")
+    assert not titles_subject("Where do emus live in the wild?", "Wild (film)")
+
+
+def test_an_article_about_the_subject_is_titled_by_a_name_of_the_question() -> None:
+    assert about_subject("When did Ray Charles die?", "Ray Charles")
+    assert not about_subject("When did Ray Charles die?", "Ray (film)")
+    assert not about_subject("What is the tallest mountain in Africa?", "African Americans")
+    assert about_subject("Where do emus live in the wild?", "Emu")
+
+
+def test_a_plural_in_us_is_held_by_its_singular() -> None:
+    assert held_terms(frozenset({"emus"}), "The emu is a bird.") == {"emus"}
+    assert held_terms(frozenset({"gnus"}), "A gnu grazes.") == {"gnus"}
+
+
+def test_the_relation_a_question_names_in_a_past_form_is_not_what_it_asks() -> None:
+    """ "Who wrote The Communist Manifesto?": the Karl Marx article names the Manifesto and says who
+    wrote it its own way ("his best-known titles"); "wrote" is the relation, not what is asked."""
+    assert past_forms("Who wrote The Communist Manifesto?") == {"write"}
+    assert past_forms("Who invented the telephone?") == {"invent"}
+    marx = _section("Karl Marx", "His best-known titles are the 1848 pamphlet The Communist Manifesto.")
+    assert _kiwix_source_results(_result("Who wrote The Communist Manifesto?", marx))[0].citations
+    lion = _section("Lion", "The lion is a large cat native to Africa.")
+    assert _kiwix_source_results(_result("What is the tallest mountain in Africa?", lion))[0].citations == ()
+
+
+def test_answers_the_sample_wikipedia_holds_are_cited_not_refused(sherlock_library) -> None:
+    """Real archive, real ask: each of these was refused ("does not hold the question's subject") while
+    the Kiwix stage had found the article and the passage that answers."""
+    from folio.dataflows.asking import ask
+
+    wiki = [z for z in _zims() if "wikipedia_en_100_mini" in z]
+    ray = [z for z in _zims() if "ray_charles_mini" in z]
+    cases = {
+        "Which continent is the coldest and driest on Earth?": (wiki, "Antarctica", "coldest, driest"),
+        "On which river does the US capital lie?": (wiki, "Washington, D.C.", "Potomac River"),
+        "Where do emus live in the wild?": (wiki, "Emu", "Australia"),
+        # "Ray (film)" ranks first and says nothing of his death: the archive's next article, titled by
+        # the question's name, answers
+        "When did Ray Charles die?": (ray, "Ray Charles", "June 10, 2004"),
+    }
+    for question, (zim, title, words) in cases.items():
+        answer = ask(question, library=sherlock_library, zim_paths=zim)
+        assert [c.title for c in answer.citations][:1] == [title], (question, answer.notes)
+        assert words in answer.answer, question

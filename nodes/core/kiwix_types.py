@@ -100,6 +100,7 @@ class ContextSection:
     text: str  # the passage (a few sentences of one paragraph, or a table's header and best rows)
     path: str = ""  # the article's path in its book
     section: str = ""  # the article section the passage comes from ("" = the lead)
+    lead: str = ""  # the article's opening paragraph: what it is about (judged with the passage)
 
 
 @dataclass(frozen=True)

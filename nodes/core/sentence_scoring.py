@@ -16,9 +16,7 @@ question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/k
   Hatter say about time?" asks about time); a text holding its names but none of its other words (the
   focus) only repeats the subject and counts ``FOCUS_SHARE`` of its words' weight (issue 27: "I've seen
   hatters before ... mad" gives way to the Hatter's lines about time).
-- ``subject_terms`` / ``holds_subject``: what a question without names is about (its last "of" phrase,
-  "the boiling point of ethanol" -> ethanol, all of it needed; else any content word), which a Kiwix
-  article must hold to be cited (``nodes/query/source_fusion.py``).
+- What a question is about, which a Kiwix article must hold to be cited, is in ``nodes/core/subjects.py``.
 - ``needs_previous(text)``: the sentence cannot be read alone (it opens with a pronoun, "He", "She",
   "This", "Their", or in lower case, or closes a quotation it did not open).
 
@@ -35,11 +33,10 @@ from typing import Any
 
 from folio.nodes.backends.answer_types import answer_type, type_cue
 from folio.nodes.core.text import (
-    QUESTION_STOPWORDS,
-    base_words,
     content_words,
     fold,
     named_phrases,
+    plural_stem,
     stem,
     stems,
     words,
@@ -326,6 +323,13 @@ _IRREGULAR_TEXT = """
 _IRREGULAR = {
     form: line.split()[0] for line in _IRREGULAR_TEXT.strip().splitlines() for form in line.split()[1:]
 }
+
+
+def irregular_base(word: str) -> str | None:
+    """The base of an irregular form ("wrote" -> "write"), None for any other word."""
+    return _IRREGULAR.get(word)
+
+
 # a base word's stem -> the stems of it and its irregular forms ("fall" -> fall, fell, fallen)
 _FORM_STEMS = {
     stem(line.split()[0]): frozenset(stem(w) for w in line.split())
@@ -401,8 +405,12 @@ def _cuts(term: str) -> frozenset[str]:
 
 def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) -> bool:
     """A question stem is in a text: the same stem, or one of at least four letters that the other
-    extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide")."""
-    return term in extended or not text_stems.isdisjoint(_cuts(term))
+    extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide"), or
+    the singular of a short plural in "-us" that ``stem`` keeps whole and ``text.plural_stem`` does not
+    ("emus" / "emu"; "virus" is no plural)."""
+    if term in extended or not text_stems.isdisjoint(_cuts(term)):
+        return True
+    return term.endswith("us") and plural_stem(term) != term and plural_stem(term) in text_stems
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -467,52 +475,6 @@ def found_terms(
     }
     total = sum(weight.values())
     return found, {t: w / total for t, w in weight.items()}
-
-
-_DETERMINERS = frozenset(["a", "an", "the"])
-
-
-def _verb_like(word: str) -> bool:
-    """A form that ends a noun phrase: a past form ("used", "made", "written"), a question stop word."""
-    return word in QUESTION_STOPWORDS or word in _IRREGULAR or (word.endswith("ed") and len(word) > 4)
-
-
-def subject_terms(question: str) -> tuple[frozenset[str], bool]:
-    """(stems, all needed) of what a question is about: the content words of its last "of" phrase ("the
-    boiling point of ethanol" -> ethanol, "the chemical formula of table salt" -> table, salt), all of
-    them needed; else its content words (question stop words and past forms out: "Who invented the
-    telephone?" -> telephone), ``SUBJECT_SHARE`` of them enough (half: the Wiki article's "wiki
-    engines" does not hold "How does a car engine work?")."""
-    ws = base_words(question)
-    for i in range(len(ws) - 1, -1, -1):
-        if ws[i] != "of":
-            continue
-        j = i + 1
-        while j < len(ws) and ws[j] in _DETERMINERS:
-            j += 1
-        phrase = []
-        while j < len(ws) and not _verb_like(ws[j]):
-            phrase.append(ws[j])
-            j += 1
-        if phrase:
-            return frozenset(stem(w) for w in phrase), True
-    content = [w for w in ws if w not in QUESTION_STOPWORDS]
-    nouns = [w for w in content if not _verb_like(w)] or content  # "invented" is not what it is about
-    return frozenset(stem(_IRREGULAR.get(w, w)) for w in nouns), False
-
-
-SUBJECT_SHARE = 0.5  # of a question's content words (no names, no "of" phrase) an article must hold
-
-
-def holds_subject(question: str, text: str) -> bool:
-    """Whether ``text`` (an article's title and cited passage) holds what the question is about
-    (``subject_terms``, light stems, "gastropod" in "Gastropoda"); a question of nothing but stop words
-    has no subject to check."""
-    terms, every = subject_terms(question)
-    if not terms:
-        return True
-    held = held_terms(terms, text)
-    return held == terms if every else len(held) >= max(1, math.ceil(SUBJECT_SHARE * len(terms)))
 
 
 def name_terms(question: str) -> frozenset[str]:

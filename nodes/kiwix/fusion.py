@@ -18,7 +18,12 @@ article's own subject (the question's words are the title's) is answered from th
 sentence, the definition. A data table answers instead only when it matches the question at least
 ``TABLE_MARGIN`` better than every paragraph: its header row and its best rows. Each passage keeps its
 article's URL (``zim://BOOK/PATH``, or the kiwix-serve URL) and the section it comes from ("" for the
-lead). An article without sections (a page with no prose) answers from its text's blocks.
+lead) and its opening paragraph (``lead``: what the article is about, which the ask's Kiwix source
+judges the question's subject by, ``nodes/query/source_fusion.py``). An article without sections (a page
+with no prose) answers from its text's blocks. A book's best article whose passage does not hold the
+question's subject (``subjects.unheld``: "Ray (film)" for "When did Ray Charles die?") gives way to the
+first of its next ``NEXT_ARTICLES`` candidates titled by that subject that holds it ("Ray Charles", "1930 –
+June 10, 2004"); not to any article that merely holds it ("African Americans" for Africa's mountains).
 
 Multi-book fusion (``kiwix_context``): when more than one book was selected, each book's own best
 scored result competes; books whose best score is at least ``multibook_threshold`` of the overall top
@@ -57,6 +62,7 @@ from folio.nodes.core.kiwix_types import (
     KiwixResult,
     ScoredCandidate,
 )
+from folio.nodes.core.subjects import about_subject, unheld
 from folio.nodes.core.text import is_definitional, sentences, stems, truncate, words
 from folio.nodes.core.types import FolioError
 
@@ -65,6 +71,7 @@ OPENING_MARGIN = 0.15  # the article's opening paragraph (its summary) answers u
 OPENING_NEEDS_TYPE = True  # ... and holds an answer of the asked type when the best one does
 ROW_SHARE = 0.8  # table rows kept: those scoring at least this share of the best row
 TABLE_MARGIN = 0.2  # a table answers only when its relevance beats every paragraph's by this much
+NEXT_ARTICLES = 2  # a best article without the question's subject gives way to one of its book's next ones
 
 # --- pure helpers ----------------------------------------------------------------------------------
 
@@ -236,6 +243,26 @@ def _article_passage(question: str, article: Article, encoder: Any, max_words: i
     return answer
 
 
+def _section_of(
+    backend: Any, sc: ScoredCandidate, question: str, encoder: Any, max_chars: int, max_words: int
+) -> tuple[ContextSection | None, str, str]:
+    """(the passage of ``sc``'s article, the article's text, "") or (None, "", why it failed)."""
+    cand = sc.candidate
+    try:
+        art = backend.article(cand.book, cand.path)
+    except FolioError as exc:
+        return None, "", exc.reason
+    section, passage = _article_passage(question, art, encoder, max_words)
+    if not passage:
+        return None, "", f"{art.title}: the article has no text"
+    opening = _article_sections(art)[0].paragraphs[:1]
+    lead = truncate(opening[0], max_chars) if opening else ""
+    found = ContextSection(
+        cand.book, art.title, art.url, sc.score, truncate(passage, max_chars), art.path, section, lead
+    )
+    return found, art.text, ""
+
+
 def _fetch_sections(
     backend: Any,
     chosen: Sequence[ScoredCandidate],
@@ -243,28 +270,29 @@ def _fetch_sections(
     encoder: Any,
     max_chars: int,
     max_words: int,
+    others: Sequence[ScoredCandidate] = (),
 ) -> tuple[list[ContextSection], list[tuple[str, str]], list[str]]:
-    """The passage of each chosen article, the errors of those that failed, and each article's text."""
+    """The passage of each chosen article, the errors of those that failed, and each article's text.
+    A chosen article that does not hold the question's subject (``subjects.unheld``) gives way to the
+    first of its book's next ``NEXT_ARTICLES`` candidates (``others``, best first) that is about that
+    subject (``subjects.about_subject``: titled by it) and holds it."""
     sections: list[ContextSection] = []
     errors: list[tuple[str, str]] = []
     texts: list[str] = []
     for sc in chosen:
-        cand = sc.candidate
-        try:
-            art = backend.article(cand.book, cand.path)
-        except FolioError as exc:
-            errors.append((cand.book, exc.reason))
+        found, text, why = _section_of(backend, sc, question, encoder, max_chars, max_words)
+        if found is None:
+            errors.append((sc.candidate.book, why))
             continue
-        section, passage = _article_passage(question, art, encoder, max_words)
-        if not passage:
-            errors.append((cand.book, f"{art.title}: the article has no text"))
-            continue
-        sections.append(
-            ContextSection(
-                cand.book, art.title, art.url, sc.score, truncate(passage, max_chars), art.path, section
-            )
-        )
-        texts.append(art.text)
+        if unheld(question, found) is not None:
+            nexts = [o for o in others if o.candidate.book == sc.candidate.book and o is not sc]
+            for other in nexts[:NEXT_ARTICLES]:
+                held, other_text, _ = _section_of(backend, other, question, encoder, max_chars, max_words)
+                if held is not None and about_subject(question, held.title) and not unheld(question, held):
+                    found, text = held, other_text
+                    break
+        sections.append(found)
+        texts.append(text)
     return sections, errors, texts
 
 
@@ -288,7 +316,7 @@ def kiwix_context(
     chosen = _survivors(best, float(multibook_threshold)) if len(selected_books) > 1 else best[:1]
     max_chars = int(fusion_max_chars_per_source)
     sections, errors, texts = _fetch_sections(
-        kiwix_backend, chosen, kiwix_query, encoder, max_chars, int(answer_max_words)
+        kiwix_backend, chosen, kiwix_query, encoder, max_chars, int(answer_max_words), in_selection
     )
     text = _fuse(sections, texts, max_chars) if sections else ""
     return KiwixContext(text, tuple(sections), tuple(errors))

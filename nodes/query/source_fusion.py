@@ -64,14 +64,18 @@ Several results of one source for one clause stay separate sections: the Kiwix s
 per book that answers (its passage, labelled "TITLE › SECTION", cited with the article's URL and
 section), so a multi-book Kiwix answer has one level of headers and each book is cut on its own.
 
-Subject (issue 27): a Kiwix passage is cited only when its article (title, section and passage) holds
-half of the question's names and one at least ("Why did the Red-Headed League dissolve?" never cites the
-Termites article, nor Scrooge's "Ghost of Christmas Yet to Come" the song "Come Back Baby") and, unless
-its title holds one, something the question asks about them (the Lion article names Africa, not its
-tallest mountain); for a question without names, what it asks about (``sentence_scoring.holds_subject``:
-every word of its last "of" phrase, "the boiling point of ethanol" never cites the Oxygen article; else
-half of its content words, "a car engine" not the Wiki article's "wiki engines"); an article that does
-not is a note, and a Kiwix result left with none says which archives were searched.
+Subject (issue 27, ``subjects.unheld``): a Kiwix passage is cited only when its article (title, section
+and passage) holds half of the question's names and one at least ("Why did the Red-Headed League
+dissolve?" never cites the Termites article, nor Scrooge's "Ghost of Christmas Yet to Come" the song
+"Come Back Baby") and, unless its title holds one, something the question asks about them (the Lion
+article names Africa, not its tallest mountain); for a question without names, what it asks about
+(``subjects.holds_subject``: every word of its last "of" phrase, "the boiling point of ethanol" never
+cites the Oxygen article; else half of its content words, "a car engine" not the Wiki article's "wiki
+engines"; or a title that is its first subject words, "Emu" of "Where do emus live?"). The subject may
+be held by the article's opening paragraph (its ``lead``: "Antarctica is Earth's southernmost
+continent"), what is asked about a name by the title and passage only, and a relation in a past form
+("wrote") is not asked for. An article that does not is a note (the Kiwix stage has already tried its
+book's next articles), and a Kiwix result left with none says which archives were searched.
 
 Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is then false and
 ``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
@@ -92,10 +96,9 @@ from hamilton.function_modifiers import config, hamilton_exclude
 from folio.nodes.backends.book_tools import PendingJobs, shared_pool
 from folio.nodes.backends.deadlines import active_deadline
 from folio.nodes.backends.searxng import SearxngSource
-from folio.nodes.core.evidence import asked_terms, asked_words
-from folio.nodes.core.kiwix_types import ContextSection, KiwixCatalog, KiwixResult
-from folio.nodes.core.ranking import missing_names, name_phrases, names_in
-from folio.nodes.core.sentence_scoring import held_terms, holds_subject, subject_terms
+from folio.nodes.core.kiwix_types import KiwixCatalog, KiwixResult
+from folio.nodes.core.ranking import names_in
+from folio.nodes.core.subjects import unheld
 from folio.nodes.core.text import sentences as _sentence_spans
 from folio.nodes.core.text import stems, truncate
 from folio.nodes.core.types import NO_RESULTS, Citation, FolioError, FusedContext, RouteDecision, SourceResult
@@ -280,10 +283,10 @@ def _fuse_results(
 def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
     """A Kiwix result as fusion sources: one per book that answers (its passage, labelled "TITLE ›
     SECTION", cited with the article's URL and section) and whose article holds the question's subject
-    (``_unheld``); one empty result, labelled with the archives searched, when none does. The
+    (``subjects.unheld``); one empty result, labelled with the archives searched, when none does. The
     books that could not be opened or searched (a damaged ZIM) are notes on each."""
     notes = tuple(f"kiwix: {book}: {reason}" for book, reason in result.errors)
-    judged = [(s, _unheld(result.query, _titled(s), s.text)) for s in result.context.sections]
+    judged = [(s, unheld(result.query, s)) for s in result.context.sections]
     sections = [s for s, why in judged if why is None]
     notes += tuple(f"kiwix: {s.title!r} {why}: not cited" for s, why in judged if why)
     if not sections:
@@ -298,38 +301,6 @@ def _kiwix_source_results(result: KiwixResult) -> tuple[SourceResult, ...]:
         label = f"{s.title} › {s.section}" if s.section else s.title
         out.append(SourceResult("kiwix", label or "kiwix", s.text, (citation,), None, result.query, notes))
     return tuple(out)
-
-
-def _titled(section: ContextSection) -> str:
-    return f"{section.title} › {section.section}" if section.section else section.title
-
-
-def _subject(query: str) -> str:
-    names = name_phrases(query)
-    return ", ".join(names) if names else ", ".join(sorted(subject_terms(query)[0]))
-
-
-def _unheld(query: str, title: str, passage: str) -> str | None:
-    """Why an article (its title, section and cited passage) is not cited, or None when it holds the
-    question's subject: at least half of the query's names, at least one (``scores.missing_names``:
-    "Termites" does not hold "Red-Headed League", "Come Back Baby" not "Ebenezer Scrooge ... the Ghost of
-    Christmas Yet to Come"); and, unless its title holds a name, something the question asks about them
-    (``evidence.asked_terms``: the Lion article names Africa but says nothing of its tallest
-    mountain); without names, what it asks about (``sentence_scoring.holds_subject``: "the boiling point
-    of ethanol" is not held by the Oxygen article)."""
-    names = names_in(query)
-    text = f"{title}\n{passage}"
-    if names:
-        held = len(names) - len(missing_names(query, [text]))
-        holds = held > 0 and 2 * held >= len(names)
-    else:
-        holds = holds_subject(query, text)
-    if not holds:
-        return f"does not hold the question's subject ({_subject(query)})"
-    focus = asked_terms(query) if names else frozenset()
-    if not focus or len(missing_names(query, [title])) < len(names) or held_terms(focus, text):
-        return None
-    return f"names {_subject(query)} but says nothing of {' '.join(asked_words(query))}"
 
 
 # --- nodes ---------------------------------------------------------------------------------------------

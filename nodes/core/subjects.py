@@ -1,0 +1,152 @@
+"""What a question is about, and whether an article holds it: the subject rule of the ask's Kiwix source
+(``nodes/query/source_fusion.py``: an article is cited only when it holds the question's subject).
+
+- ``subject_terms`` / ``holds_subject``: what a question without names is about (its last "of" phrase,
+  "the boiling point of ethanol" -> ethanol, all of it needed; else half of its content words, past forms
+  out) and whether a text holds it.
+- ``titles_subject``: an article's title is the question's first subject words ("Emu" of "Where do emus
+  live in the wild?").
+- ``past_forms``: the relation a question names in a past form ("wrote", "invented"), which an article
+  words its own way.
+- ``unheld(query, section)``: why a Kiwix passage is not cited (None when its article holds the
+  subject); the Kiwix stage (``nodes/kiwix/fusion.py``) reads the book's next article when the best one
+  does not, and the ask's Kiwix source (``nodes/query/source_fusion.py``) cites only what holds it.
+
+Words are matched as the reader matches them (``sentence_scoring.held_terms``: light stems, irregular
+forms read as their base).
+
+Config keys: none. Limitations: English cues; word lists and light stems, not a parser: "Since when
+has the raccoon ..." reads "since" as a subject word.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from folio.nodes.core.evidence import asked_terms, asked_words
+from folio.nodes.core.kiwix_types import ContextSection
+from folio.nodes.core.ranking import missing_names, name_phrases, names_in
+from folio.nodes.core.sentence_scoring import held_terms, irregular_base
+from folio.nodes.core.text import QUESTION_STOPWORDS, base_words, content_words, stem
+
+_DETERMINERS = frozenset(["a", "an", "the"])
+
+
+def _verb_like(word: str) -> bool:
+    """A form that ends a noun phrase: a past form ("used", "made", "written"), a question stop word."""
+    return word in QUESTION_STOPWORDS or _past(word)
+
+
+def subject_terms(question: str) -> tuple[frozenset[str], bool]:
+    """(stems, all needed) of what a question is about: the content words of its last "of" phrase ("the
+    boiling point of ethanol" -> ethanol, "the chemical formula of table salt" -> table, salt), all of
+    them needed; else its content words (question stop words and past forms out: "Who invented the
+    telephone?" -> telephone), ``SUBJECT_SHARE`` of them enough (half: the Wiki article's "wiki
+    engines" does not hold "How does a car engine work?")."""
+    ws = base_words(question)
+    for i in range(len(ws) - 1, -1, -1):
+        if ws[i] != "of":
+            continue
+        j = i + 1
+        while j < len(ws) and ws[j] in _DETERMINERS:
+            j += 1
+        phrase = []
+        while j < len(ws) and not _verb_like(ws[j]):
+            phrase.append(ws[j])
+            j += 1
+        if phrase:
+            return frozenset(stem(w) for w in phrase), True
+    content = [w for w in ws if w not in QUESTION_STOPWORDS]
+    nouns = [w for w in content if not _verb_like(w)] or content  # "invented" is not what it is about
+    return frozenset(stem(irregular_base(w) or w) for w in nouns), False
+
+
+_QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")  # "Ray (film)" -> "Ray"
+SUBJECT_SHARE = 0.5  # of a question's content words (no names, no "of" phrase) an article must hold
+
+
+def holds_subject(question: str, text: str) -> bool:
+    """Whether ``text`` (an article's title and cited passage) holds what the question is about
+    (``subject_terms``, light stems, "gastropod" in "Gastropoda"); a question of nothing but stop words
+    has no subject to check."""
+    terms, every = subject_terms(question)
+    if not terms:
+        return True
+    held = held_terms(terms, text)
+    return held == terms if every else len(held) >= max(1, math.ceil(SUBJECT_SHARE * len(terms)))
+
+
+def past_forms(question: str) -> frozenset[str]:
+    """The stems of the question's past forms ("wrote", "invented"), read as their base ("write")."""
+    return frozenset(stem(irregular_base(w) or w) for w in base_words(question) if _past(w))
+
+
+def _past(word: str) -> bool:
+    return irregular_base(word) is not None or (word.endswith("ed") and len(word) > 4)
+
+
+def about_subject(question: str, title: str) -> bool:
+    """Whether an article's title (without its "(qualifier)") is the question's subject itself: one of
+    its names ("Ray Charles" of "When did Ray Charles die?", not "African Americans" of Africa), or,
+    for a question without names, its first subject words (``titles_subject``)."""
+    names = name_phrases(question)
+    if not names:
+        return titles_subject(question, title)
+    core = " ".join(content_words(_QUALIFIER.sub("", title)))
+    return any(" ".join(content_words(name)) == core for name in names)
+
+
+def titles_subject(question: str, title: str) -> bool:
+    """Whether an article's title (without its "(qualifier)") is what the question is about: its content
+    words are the question's first ones, past its question words ("Emu" of "Where do emus live in the
+    wild?", whose passage says "living" and "endemic to Australia", not "live" or "wild"; not "Live
+    (album)")."""
+    words = content_words(_QUALIFIER.sub("", title))
+    asked = [w for w in base_words(question) if w not in QUESTION_STOPWORDS][: len(words)]
+    pairs = zip(words, asked, strict=False)
+    return (
+        bool(words)
+        and len(asked) == len(words)
+        and all(held_terms(frozenset({stem(q)}), w) for w, q in pairs)
+    )
+
+
+def _titled(section: ContextSection) -> str:
+    return f"{section.title} › {section.section}" if section.section else section.title
+
+
+def _subject(query: str) -> str:
+    names = name_phrases(query)
+    return ", ".join(names) if names else ", ".join(sorted(subject_terms(query)[0]))
+
+
+def unheld(query: str, section: ContextSection) -> str | None:
+    """Why an article (its title, section and cited passage) is not cited, or None when it holds the
+    question's subject: at least half of the query's names, at least one (``scores.missing_names``:
+    "Termites" does not hold "Red-Headed League", "Come Back Baby" not "Ebenezer Scrooge ... the Ghost of
+    Christmas Yet to Come"); and, unless its title holds a name, something the question asks about them
+    (``evidence.asked_terms``: the Lion article names Africa but says nothing of its tallest
+    mountain); without names, what it asks about (``holds_subject``: "the boiling point
+    of ethanol" is not held by the Oxygen article). The subject is looked for in the article's opening
+    paragraph too (``lead``: what the article is about; "Antarctica is Earth's southernmost continent"
+    holds the Earth of "Which continent is the coldest and driest on Earth?" when the passage answering
+    it does not), and a question without names is about an article whose title is one of its subject
+    words (``titles_subject``); what is asked about a name, in the title and passage
+    only, and not the relation a past form names ("wrote" of "Who wrote The Communist Manifesto?", which
+    the Karl Marx article words its own way: ``past_forms``)."""
+    names = names_in(query)
+    title = _titled(section)
+    text = f"{title}\n{section.text}"
+    about = f"{text}\n{section.lead}"
+    if names:
+        held = len(names) - len(missing_names(query, [about]))
+        holds = held > 0 and 2 * held >= len(names)
+    else:
+        holds = holds_subject(query, about) or titles_subject(query, section.title)
+    if not holds:
+        return f"does not hold the question's subject ({_subject(query)})"
+    focus = asked_terms(query) - past_forms(query) if names else frozenset()
+    if not focus or len(missing_names(query, [title])) < len(names) or held_terms(focus, text):
+        return None
+    return f"names {_subject(query)} but says nothing of {' '.join(asked_words(query))}"
