@@ -277,3 +277,17 @@ def test_answers_the_sample_wikipedia_holds_are_cited_not_refused(sherlock_libra
         answer = ask(question, library=sherlock_library, zim_paths=zim)
         assert [c.title for c in answer.citations][:1] == [title], (question, answer.notes)
         assert words in answer.answer, question
+
+
+def test_a_refusal_over_a_library_without_books_says_so(tmp_path) -> None:
+    """An archive-only user (no books yet) is told the library holds none, not "the whole of :"."""
+    from folio.dataflows.asking import ask
+
+    ray = [z for z in _zims() if "ray_charles_mini" in z]
+    answer = ask("Who was the first man on the Moon?", library=tmp_path, zim_paths=ray)
+    searched = answer.answer.splitlines()
+    assert (
+        "- search('Who was the first man on the Moon') in the library, which holds no books yet: 0 hit(s)"
+        in searched
+    )
+    assert any(line.startswith("- kiwix (wikipedia_en_ray_charles_mini") for line in searched)

@@ -264,6 +264,7 @@ class BookTools:
             semantic, notes = (), ("Semantic search unavailable",)
         titles = " + ".join(sorted(str(s.descriptor.get("title") or b) for b, s in self.stores.items()))
         where = f"{len(scope)} chapter(s) of {titles}" if scope else f"the whole of {titles}"
+        where = where if titles else "the library, which holds no books yet"
         hits = self.fusion(lexical, semantic, k)
         self._remember(hits)
         searched = (f"search({query!r}) in {where}: {len(hits)} hit(s)",)
