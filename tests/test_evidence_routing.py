@@ -291,3 +291,21 @@ def test_a_refusal_over_a_library_without_books_says_so(tmp_path) -> None:
         in searched
     )
     assert any(line.startswith("- kiwix (wikipedia_en_ray_charles_mini") for line in searched)
+
+
+def test_an_article_holding_every_name_of_several_is_about_them_and_a_title_holding_one_is_not() -> None:
+    """ "When does the Moon block out the Sun?": Solar eclipse says "obscuring", not "block", but holds
+    both names; "That Lucky Old Sun" holds one in its title and says nothing of blocking."""
+    question = "When does the Moon block out the Sun?"
+    eclipse = _section(
+        "Solar eclipse", "A solar eclipse occurs when the Moon passes between Earth and the Sun."
+    )
+    assert _kiwix_source_results(_result(question, eclipse))[0].citations
+    song = _section("That Lucky Old Sun", '"That Lucky Old Sun" is a 1949 popular song by Beasley Smith.')
+    (refused,) = _kiwix_source_results(_result(question, song))
+    assert refused.citations == () and "says nothing of block" in refused.notes[0]
+    arthur = _section("King Arthur", "King Arthur was a legendary Celtic Briton, a leader of the Britons.")
+    assert (
+        _kiwix_source_results(_result("Which singer was known as the King of Pop?", arthur))[0].citations
+        == ()
+    )

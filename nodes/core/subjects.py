@@ -125,9 +125,10 @@ def unheld(query: str, section: ContextSection) -> str | None:
     """Why an article (its title, section and cited passage) is not cited, or None when it holds the
     question's subject: at least half of the query's names, at least one (``scores.missing_names``:
     "Termites" does not hold "Red-Headed League", "Come Back Baby" not "Ebenezer Scrooge ... the Ghost of
-    Christmas Yet to Come"); and, unless its title holds a name, something the question asks about them
-    (``evidence.asked_terms``: the Lion article names Africa but says nothing of its tallest
-    mountain); without names, what it asks about (``holds_subject``: "the boiling point
+    Christmas Yet to Come"); and, unless its title holds every name or its passage each of several,
+    something the question asks about them (``evidence.asked_terms``: the Lion article names Africa but
+    says nothing of its tallest mountain; "That Lucky Old Sun" holds the Sun, not the Moon, and says
+    nothing of blocking it; "Solar eclipse" holds both and says "obscuring"); without names, what it asks about (``holds_subject``: "the boiling point
     of ethanol" is not held by the Oxygen article). The subject is looked for in the article's opening
     paragraph too (``lead``: what the article is about; "Antarctica is Earth's southernmost continent"
     holds the Earth of "Which continent is the coldest and driest on Earth?" when the passage answering
@@ -147,6 +148,8 @@ def unheld(query: str, section: ContextSection) -> str | None:
     if not holds:
         return f"does not hold the question's subject ({_subject(query)})"
     focus = asked_terms(query) - past_forms(query) if names else frozenset()
-    if not focus or len(missing_names(query, [title])) < len(names) or held_terms(focus, text):
+    if not focus or not missing_names(query, [title]) or held_terms(focus, text):
         return None
+    if len(names) > 1 and not missing_names(query, [text]):
+        return None  # every name of several in the passage: it is about them ("Solar eclipse": Moon, Sun)
     return f"names {_subject(query)} but says nothing of {' '.join(asked_words(query))}"

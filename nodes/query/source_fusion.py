@@ -67,8 +67,8 @@ section), so a multi-book Kiwix answer has one level of headers and each book is
 Subject (issue 27, ``subjects.unheld``): a Kiwix passage is cited only when its article (title, section
 and passage) holds half of the question's names and one at least ("Why did the Red-Headed League
 dissolve?" never cites the Termites article, nor Scrooge's "Ghost of Christmas Yet to Come" the song
-"Come Back Baby") and, unless its title holds one, something the question asks about them (the Lion
-article names Africa, not its tallest mountain); for a question without names, what it asks about
+"Come Back Baby") and, unless its title holds them all or its passage each of several, something the
+question asks about them (the Lion article names Africa, not its tallest mountain); for a question without names, what it asks about
 (``subjects.holds_subject``: every word of its last "of" phrase, "the boiling point of ethanol" never
 cites the Oxygen article; else half of its content words, "a car engine" not the Wiki article's "wiki
 engines"; or a title that is its first subject words, "Emu" of "Where do emus live?"). The subject may
