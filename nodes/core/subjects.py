@@ -128,14 +128,14 @@ def unheld(query: str, section: ContextSection) -> str | None:
     Christmas Yet to Come"); and, unless its title holds every name or its passage each of several,
     something the question asks about them (``evidence.asked_terms``: the Lion article names Africa but
     says nothing of its tallest mountain; "That Lucky Old Sun" holds the Sun, not the Moon, and says
-    nothing of blocking it; "Solar eclipse" holds both and says "obscuring"); without names, what it asks about (``holds_subject``: "the boiling point
-    of ethanol" is not held by the Oxygen article). The subject is looked for in the article's opening
-    paragraph too (``lead``: what the article is about; "Antarctica is Earth's southernmost continent"
-    holds the Earth of "Which continent is the coldest and driest on Earth?" when the passage answering
-    it does not), and a question without names is about an article whose title is one of its subject
-    words (``titles_subject``); what is asked about a name, in the title and passage
-    only, and not the relation a past form names ("wrote" of "Who wrote The Communist Manifesto?", which
-    the Karl Marx article words its own way: ``past_forms``)."""
+    nothing of blocking it; "Solar eclipse" holds both and says "obscuring"); without names, what it asks
+    about (``holds_subject``: "the boiling point of ethanol" is not held by the Oxygen article). The
+    subject is looked for in the article's opening paragraph too (``lead``: what the article is about;
+    "Antarctica is Earth's southernmost continent" holds the Earth of "Which continent is the coldest and
+    driest on Earth?" when the passage answering it does not), and a question without names is about an
+    article whose title is one of its subject words (``titles_subject``); what is asked about a name, in
+    the title and passage only, and not the relation a past form names ("wrote" of "Who wrote The
+    Communist Manifesto?", which the Karl Marx article words its own way: ``past_forms``)."""
     names = names_in(query)
     title = _titled(section)
     text = f"{title}\n{section.text}"

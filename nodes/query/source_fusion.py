@@ -64,18 +64,18 @@ Several results of one source for one clause stay separate sections: the Kiwix s
 per book that answers (its passage, labelled "TITLE › SECTION", cited with the article's URL and
 section), so a multi-book Kiwix answer has one level of headers and each book is cut on its own.
 
-Subject (issue 27, ``subjects.unheld``): a Kiwix passage is cited only when its article (title, section
-and passage) holds half of the question's names and one at least ("Why did the Red-Headed League
-dissolve?" never cites the Termites article, nor Scrooge's "Ghost of Christmas Yet to Come" the song
-"Come Back Baby") and, unless its title holds them all or its passage each of several, something the
-question asks about them (the Lion article names Africa, not its tallest mountain); for a question without names, what it asks about
-(``subjects.holds_subject``: every word of its last "of" phrase, "the boiling point of ethanol" never
-cites the Oxygen article; else half of its content words, "a car engine" not the Wiki article's "wiki
-engines"; or a title that is its first subject words, "Emu" of "Where do emus live?"). The subject may
-be held by the article's opening paragraph (its ``lead``: "Antarctica is Earth's southernmost
-continent"), what is asked about a name by the title and passage only, and a relation in a past form
-("wrote") is not asked for. An article that does not is a note (the Kiwix stage has already tried its
-book's next articles), and a Kiwix result left with none says which archives were searched.
+Subject (issue 27, ``subjects.unheld``): a Kiwix passage is cited only when its article (title, section and
+passage) holds half of the question's names and one at least ("Why did the Red-Headed League dissolve?" never
+cites the Termites article, nor Scrooge's "Ghost of Christmas Yet to Come" the song "Come Back Baby") and,
+unless its title holds them all or its passage each of several, something the question asks about them (the
+Lion article names Africa, not its tallest mountain); for a question without names, what it asks about
+(``subjects.holds_subject``: every word of its last "of" phrase, "the boiling point of ethanol" never cites
+the Oxygen article; else half of its content words, "a car engine" not the Wiki article's "wiki engines"; or a
+title that is its first subject words, "Emu" of "Where do emus live?"). The subject may be held by the
+article's opening paragraph (its ``lead``: "Antarctica is Earth's southernmost continent"), what is asked
+about a name by the title and passage only, and a relation in a past form ("wrote") is not asked for. An
+article that does not is a note (the Kiwix stage has already tried its book's next articles), and a Kiwix
+result left with none says which archives were searched.
 
 Config keys: ``kiwix`` (variant: ``none`` has no Kiwix nodes; ``kiwix_ready`` is then false and
 ``kiwix_results`` empty), ``sources``, ``fusion_max_sources``, ``fusion_thread_pool_size``,
