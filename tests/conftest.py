@@ -134,6 +134,13 @@ def fairytale_library(tmp_path_factory, data_dir) -> Path:
 
 
 @pytest.fixture(scope="session")
+def time_machine_library(tmp_path_factory, data_dir) -> Path:
+    path = tmp_path_factory.mktemp("time-machine-library")
+    _ingest_into(path, [data_dir / "books/txt/pg35_wells_the-time-machine.txt"])
+    return path
+
+
+@pytest.fixture(scope="session")
 def sherlock_library(tmp_path_factory, data_dir) -> Path:
     path = tmp_path_factory.mktemp("sherlock-library")
     _ingest_into(path, [data_dir / "books/epub/doyle_the-adventures-of-sherlock-holmes.epub"])

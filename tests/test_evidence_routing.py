@@ -3,15 +3,19 @@ it holds the question's subject, and a refusal says what was searched where."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from folio.nodes.core.kiwix_types import ContextSection, KiwixContext, KiwixResult
 from folio.nodes.core.sentence_scoring import held_terms
 from folio.nodes.core.subjects import (
     about_subject,
     holds_subject,
+    off_subject,
     past_forms,
     subject_terms,
     titles_subject,
 )
+from folio.nodes.core.types import Citation, SourceResult
 from folio.nodes.query.source_fusion import _kiwix_source_results, _looks_empty
 
 WIKI = "wikipedia_en_100_mini_2022-10"
@@ -309,3 +313,47 @@ def test_an_article_holding_every_name_of_several_is_about_them_and_a_title_hold
         _kiwix_source_results(_result("Which singer was known as the King of Pop?", arthur))[0].citations
         == ()
     )
+
+
+# --- a book answer off its question's subject gives way to an article that holds it (session 43) -------
+
+
+def test_a_book_answer_is_off_its_subject_when_neither_it_nor_its_chunk_names_the_questions_names() -> None:
+    moon = "When does the Moon block out the Sun?"
+    passage = "I found a narrow gallery, whose windows were blocked by fallen masses of stone."
+    assert off_subject(moon, passage, [f"The moon was setting. The sun rose. {passage}"])
+    assert not off_subject(moon, "The Moon hid the Sun.", ["The Moon hid the Sun."])
+    queen = "What did the Queen put under the mattresses to test the princess?"
+    piled = "Then she piled twenty mattresses on top of the pea."
+    assert not off_subject(queen, piled, [f"But the old Queen said nothing. {piled}"])
+    assert not off_subject("What did she pile on the pea?", piled, [piled])  # no names
+
+
+def test_an_off_subject_book_answer_is_dropped_only_for_a_kiwix_article_answering_the_clause() -> None:
+    from folio.nodes.query.source_fusion import _kiwix_clauses, _on_subject
+
+    clause = "When does the Moon block out the Sun?"
+    book = SourceResult("book", "The Time Machine", "windows blocked [1]", (Citation("book"),), None, clause)
+    off = replace(book, off_subject=True)
+    article = SourceResult("kiwix", "Solar eclipse", "The Moon passes", (Citation("kiwix"),), None, clause)
+    assert _kiwix_clauses((("book", clause),), (off,), True) == (clause,)
+    assert _kiwix_clauses((("book", clause),), (book,), True) == ()
+    assert _on_subject((off, article)) == (article,)
+    assert _on_subject((book, article)) == (book, article)
+    refused = SourceResult("kiwix", "wiki", "no articles found for the question's subject", (), None, clause)
+    assert _on_subject((off, refused)) == (off, refused)  # nothing better: the book answer stays
+
+
+def test_the_moon_blocking_the_sun_is_answered_from_the_eclipse_article_not_the_time_machine(
+    time_machine_library,
+) -> None:
+    """Routed to The Time Machine (which writes "the moon" and "the sun"), the reader's passage is about
+    windows "blocked by fallen masses of stone": the Solar eclipse article answers instead."""
+    from folio.dataflows.asking import ask
+
+    wiki = [z for z in _zims() if "wikipedia_en_100_mini" in z]
+    answer = ask("When does the Moon block out the Sun?", library=time_machine_library, zim_paths=wiki)
+    assert [c.title for c in answer.citations] == ["Solar eclipse"]
+    assert "the Moon passes between Earth and the Sun" in answer.answer
+    without = ask("When does the Moon block out the Sun?", library=time_machine_library)
+    assert without.citations and all(c.kind == "book" for c in without.citations)  # no archive: the book

@@ -8,6 +8,8 @@
   live in the wild?").
 - ``past_forms``: the relation a question names in a past form ("wrote", "invented"), which an article
   words its own way.
+- ``off_subject(question, text, chunks)``: a book answer that names none of the question's names, from
+  chunks that write none of them as names (the ask then asks Kiwix, whose article answers instead).
 - ``unheld(query, section)``: why a Kiwix passage is not cited (None when its article holds the
   subject); the Kiwix stage (``nodes/kiwix/fusion.py``) reads the book's next article when the best one
   does not, and the ask's Kiwix source (``nodes/query/source_fusion.py``) cites only what holds it.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from folio.nodes.core.evidence import asked_terms, asked_words
 from folio.nodes.core.kiwix_types import ContextSection
@@ -153,3 +156,16 @@ def unheld(query: str, section: ContextSection) -> str | None:
     if len(names) > 1 and not missing_names(query, [text]):
         return None  # every name of several in the passage: it is about them ("Solar eclipse": Moon, Sun)
     return f"names {_subject(query)} but says nothing of {' '.join(asked_words(query))}"
+
+
+def off_subject(question: str, text: str, chunks: Sequence[str]) -> bool:
+    """A book answer off the question's subject: the question has names, none of them in the answer's
+    ``text`` and none written as a name (capitalised) in the evidence ``chunks`` it cites: "When does the
+    Moon block out the Sun?" answered from The Time Machine's windows "blocked by fallen masses of
+    stone", in a chunk with "the moon" and "the sun" only; not "Then she piled twenty mattresses ...",
+    whose chunk names "the old Queen"."""
+    names = names_in(question)
+    if not names or len(missing_names(question, [text])) < len(names):
+        return False
+    cited = " ".join(chunks)
+    return not any(re.search(rf"\b{re.escape(' '.join(name))}\b", cited) for name in names)

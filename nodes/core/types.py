@@ -522,6 +522,7 @@ class SourceResult:
     error: str | None = None
     clause: str = ""
     notes: tuple[str, ...] = ()
+    off_subject: bool = False  # a book answer whose cited chunks hold none of the clause's names
 
 
 @dataclass(frozen=True)

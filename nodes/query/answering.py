@@ -67,6 +67,7 @@ from folio.nodes.core.citing import (
 )
 from folio.nodes.core.evidence import renamed
 from folio.nodes.core.reading import Passage, Quote, answer_passages, read_book
+from folio.nodes.core.subjects import off_subject
 from folio.nodes.core.text import coverage, stems
 from folio.nodes.core.types import (
     NO_RESULTS,
@@ -302,10 +303,16 @@ def _book_result(
     citations: Sequence[Citation],
     catalog: Sequence[BookInfo],
     notes: Sequence[str],
+    evidence: BookEvidence | None = None,
 ) -> SourceResult:
-    return SourceResult(
-        "book", _label(route.book_ids, catalog), text, tuple(citations), None, route.question, tuple(notes)
-    )
+    """A book clause's result, ``off_subject`` (``subjects.off_subject``) by the evidence chunks it cites
+    (``nodes/query/source_fusion.py`` asks Kiwix then, and a Kiwix article holding the subject answers
+    instead)."""
+    label = _label(route.book_ids, catalog)
+    cited = {c.chunk_id for c in citations}
+    chunks = [h.text for h in evidence.hits if h.chunk_id in cited] if evidence is not None else []
+    off = bool(chunks) and off_subject(route.question, text, chunks)
+    return SourceResult("book", label, text, tuple(citations), None, route.question, tuple(notes), off)
 
 
 NOT_FROM_BOOKS = "Not from your books (the LLM's general knowledge):"
@@ -348,7 +355,7 @@ def _extractive_result(
         why = [n for n in evidence.notes if n.startswith(WHY_PREFIXES)]
         return _book_result(route, _not_found(evidence.searched, why), (), catalog, all_notes)
     text, citations = _extractive(passages, max_words)
-    return _book_result(route, _named(evidence, text), citations, catalog, all_notes)
+    return _book_result(route, _named(evidence, text), citations, catalog, all_notes, evidence)
 
 
 def _overview_result(
@@ -501,7 +508,7 @@ def book_results__llm(
             out.append(_extractive_result(r, ev, passages, book_catalog, max_words, (*summary_notes, note)))
         else:
             out.append(
-                _book_result(r, _named(ev, cited[0]), cited[1], book_catalog, (*ev.notes, *summary_notes))
+                _book_result(r, _named(ev, cited[0]), cited[1], book_catalog, (*ev.notes, *summary_notes), ev)
             )
     return tuple(out)
 

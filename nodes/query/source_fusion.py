@@ -18,9 +18,12 @@ name (``book_flow._alias``) or when the books hold its names and their evidence 
 the books answer is not asked of Kiwix (issue 27: routing by evidence).
 
 Kiwix query (``kiwix_query``): the clauses the plan sends to Kiwix, in the question's order, then the
-BOOK clauses the books refused (no supporting evidence: "When does the Moon block out the Sun?" shares
-words with a fairy tale, finds no support there, and is asked of Kiwix too; web and news are not asked
-again), joined by " and " into one query ("" when none: the Kiwix nodes then search nothing and ask no
+BOOK clauses the books refused (no supporting evidence: a clause that shares words with a fairy tale and
+finds no support there is asked of Kiwix too; web and news are not asked again) or answered off their
+subject (``SourceResult.off_subject``: the clause's names are neither in the answer nor written as
+names in the chunks it cites; "When does the Moon block out the Sun?", routed to The Time Machine's
+"the moon" and "the sun", was answered with windows "blocked by fallen masses of stone"), joined by
+" and " into one query ("" when none: the Kiwix nodes then search nothing and ask no
 LLM). Kiwix therefore runs after the book flow. One clause,
 the usual case, is searched exactly as ``folio kiwix`` would search it; several clauses are searched
 as one question (their terms pooled), so each does not get its own article.
@@ -63,6 +66,9 @@ text as is; several → each cut to ``fusion_max_chars_per_source`` and joined w
 Several results of one source for one clause stay separate sections: the Kiwix source gives one result
 per book that answers (its passage, labelled "TITLE › SECTION", cited with the article's URL and
 section), so a multi-book Kiwix answer has one level of headers and each book is cut on its own.
+
+An off-subject book answer gives way to a Kiwix article that holds the clause's subject (``_on_subject``:
+"Solar eclipse"); with no such article it stays.
 
 Subject (issue 27, ``subjects.unheld``): a Kiwix passage is cited only when its article (title, section and
 passage) holds half of the question's names and one at least ("Why did the Red-Headed League dissolve?" never
@@ -365,11 +371,18 @@ def source_plan(
 def _kiwix_clauses(
     plan: Sequence[tuple[str, str]], book_results: Sequence[SourceResult], escalate: bool
 ) -> tuple[str, ...]:
-    """The clauses the plan sends to Kiwix, then (``escalate``) the book clauses the books refused."""
+    """The clauses the plan sends to Kiwix, then (``escalate``) the book clauses the books refused or
+    answered off their subject (``SourceResult.off_subject``)."""
     answered = {r.clause for r in book_results if r.citations and not _is_refusal(r.text)}
     planned = [clause for source, clause in plan if source == "kiwix" and clause not in answered]
-    refused = [r.clause for r in book_results if escalate and r.clause and _is_refusal(r.text)]
-    return tuple(dict.fromkeys([*planned, *refused]))
+    weak = [r.clause for r in book_results if r.clause and (_is_refusal(r.text) or r.off_subject)]
+    return tuple(dict.fromkeys([*planned, *(weak if escalate else ())]))
+
+
+def _on_subject(results: Sequence[SourceResult]) -> tuple[SourceResult, ...]:
+    """The results without the book answers off their subject that a Kiwix article answers instead."""
+    cited = {r.clause for r in results if r.source == "kiwix" and r.citations}
+    return tuple(r for r in results if not (r.off_subject and r.clause in cited))
 
 
 @config.when_in(kiwix=["libzim", "http"])
@@ -420,7 +433,7 @@ def source_results(
     """The book and Kiwix results and the web/news results in by the fusion timeout or the active
     deadline (the ask's), whichever comes first (the rest as errors)."""
     done, failed = pending_sources.collect(float(fusion_timeout_seconds), active_deadline())
-    out = [*book_results, *kiwix_results]
+    out = list(_on_subject([*book_results, *kiwix_results]))
     for source, clause, result in done:
         out.append(
             result
