@@ -408,9 +408,20 @@ def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) ->
     extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide"), or
     the singular of a short plural in "-us" that ``stem`` keeps whole and ``text.plural_stem`` does not
     ("emus" / "emu"; "virus" is no plural)."""
-    if term in extended or not text_stems.isdisjoint(_cuts(term)):
+    if term in extended or not text_stems.isdisjoint(_cuts(term)) or not text_stems.isdisjoint(_short(term)):
         return True
     return term.endswith("us") and plural_stem(term) != term and plural_stem(term) in text_stems
+
+
+@functools.lru_cache(maxsize=4_096)
+def _short(term: str) -> frozenset[str]:
+    """The other forms of a short verb in "-e" that ``stem`` keeps whole: "die" / "died", "dies"; "used" /
+    "use" (not "feed" / "fee")."""
+    if len(term) <= 4 and term.endswith("e"):
+        return frozenset({term + "d", term + "s"})
+    if len(term) == 4 and term.endswith(("ed", "es")) and term[1] != "e":
+        return frozenset({term[:-1]})
+    return frozenset()
 
 
 @functools.lru_cache(maxsize=16_384)

@@ -80,9 +80,15 @@ def holds_subject(question: str, text: str) -> bool:
     return held == terms if every else len(held) >= max(1, math.ceil(SUBJECT_SHARE * len(terms)))
 
 
+_PASSIVE = frozenset({"was", "were", "is", "are", "be", "been", "being"})
+
+
 def past_forms(question: str) -> frozenset[str]:
-    """The stems of the question's past forms ("wrote", "invented"), read as their base ("write")."""
-    return frozenset(stem(irregular_base(w) or w) for w in base_words(question) if _past(w))
+    """The stems of the question's active past forms ("wrote", "invented"), read as their base ("write");
+    not a passive's participle, which is what it asks ("When was Ray Charles born?": a "was" before it)."""
+    ws = base_words(question)
+    active = [w for i, w in enumerate(ws) if _past(w) and _PASSIVE.isdisjoint(ws[:i])]
+    return frozenset(stem(irregular_base(w) or w) for w in active)
 
 
 def _past(word: str) -> bool:
