@@ -259,6 +259,9 @@ def test_a_short_verb_in_e_is_held_by_its_other_forms() -> None:
     assert held_terms(frozenset({"died"}), "He was about to die.") == {"died"}
     assert held_terms(frozenset({"use"}), "He used a lamp.") == {"use"}
     assert held_terms(frozenset({"feed"}), "He paid a fee.") == frozenset()
+    assert held_terms(frozenset({"live"}), "the second-tallest living bird") == {"live"}
+    assert held_terms(frozenset({"die"}), "He was dying.") == {"die"}
+    assert held_terms(frozenset({"hiding"}), "She would hide it.") == {"hiding"}
 
 
 def test_a_plural_in_us_is_held_by_its_singular() -> None:

@@ -415,12 +415,15 @@ def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) ->
 
 @functools.lru_cache(maxsize=4_096)
 def _short(term: str) -> frozenset[str]:
-    """The other forms of a short verb in "-e" that ``stem`` keeps whole: "die" / "died", "dies"; "used" /
-    "use" (not "feed" / "fee")."""
+    """The other forms of a short verb in "-e" that ``stem`` keeps whole: "die" / "died", "dies", "dying";
+    "live" / "living"; "used" / "use" (not "feed" / "fee"); "hiding" / "hide"."""
     if len(term) <= 4 and term.endswith("e"):
-        return frozenset({term + "d", term + "s"})
+        ing = term[:-2] + "ying" if term.endswith("ie") else term[:-1] + "ing"
+        return frozenset({term + "d", term + "s", ing})
     if len(term) == 4 and term.endswith(("ed", "es")) and term[1] != "e":
         return frozenset({term[:-1]})
+    if len(term) == 6 and term.endswith("ing"):
+        return frozenset({term[:-3] + "e"})
     return frozenset()
 
 
