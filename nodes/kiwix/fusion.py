@@ -21,9 +21,10 @@ article's URL (``zim://BOOK/PATH``, or the kiwix-serve URL) and the section it c
 lead) and its opening paragraph (``lead``: what the article is about, which the ask's Kiwix source
 judges the question's subject by, ``nodes/query/source_fusion.py``). An article without sections (a page
 with no prose) answers from its text's blocks. A book's best article whose passage does not hold the
-question's subject (``subjects.unheld``: "Ray (film)" for "When did Ray Charles die?") gives way to the
-first of its next ``NEXT_ARTICLES`` candidates titled by that subject that holds it ("Ray Charles", "1930 –
-June 10, 2004"); not to any article that merely holds it ("African Americans" for Africa's mountains).
+question's subject (``subjects.unheld``: "Ray (film)" for a question on Ray Charles its passage says
+nothing of) gives way to the first of its next ``NEXT_ARTICLES`` candidates titled by that subject that
+holds it ("Ray Charles"); not to any article that merely holds it ("African Americans" for Africa's
+mountains).
 
 Multi-book fusion (``kiwix_context``): when more than one book was selected, each book's own best
 scored result competes; books whose best score is at least ``multibook_threshold`` of the overall top
