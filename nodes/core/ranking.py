@@ -122,10 +122,15 @@ def _stems(items: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(plural_stem(w) for w in items)
 
 
+def unqualified(title: str) -> str:
+    """A title without its trailing "(qualifier)": "Ray (film)" -> "Ray"."""
+    return _QUALIFIER_RE.sub("", title)
+
+
 def _title_core(title: str) -> str:
     """The stemmed core of a title: no HTML, no trailing "(qualifier)", no leading article."""
     plain = strip_html(title).strip().lower()
-    plain = _LEADING_ARTICLE_RE.sub("", _QUALIFIER_RE.sub("", plain))
+    plain = _LEADING_ARTICLE_RE.sub("", unqualified(plain))
     return " ".join(_stems(_words(plain)))
 
 

@@ -406,17 +406,18 @@ def _cuts(term: str) -> frozenset[str]:
 def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) -> bool:
     """A question stem is in a text: the same stem, or one of at least four letters that the other
     extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide"), or
-    the singular of a short plural in "-us" that ``stem`` keeps whole and ``text.plural_stem`` does not
-    ("emus" / "emu"; "virus" is no plural)."""
-    if term in extended or not text_stems.isdisjoint(_cuts(term)) or not text_stems.isdisjoint(_short(term)):
-        return True
-    return term.endswith("us") and plural_stem(term) != term and plural_stem(term) in text_stems
+    one of the other forms of a short word that ``stem`` keeps whole (``_short``)."""
+    return term in extended or not text_stems.isdisjoint(_cuts(term) | _short(term))
 
 
 @functools.lru_cache(maxsize=4_096)
 def _short(term: str) -> frozenset[str]:
-    """The other forms of a short verb in "-e" that ``stem`` keeps whole: "die" / "died", "dies", "dying";
-    "live" / "living"; "used" / "use" (not "feed" / "fee"); "hiding" / "hide"."""
+    """The other forms of a short word that ``stem`` keeps whole: of a verb in "-e", "die" / "died",
+    "dies", "dying"; "live" / "living"; "used" / "use" (not "feed" / "fee"); "hiding" / "hide"; the
+    singular of a short plural in "-us" that ``text.plural_stem`` reads ("emus" / "emu"; "virus" is no
+    plural)."""
+    if term.endswith("us") and plural_stem(term) != term:
+        return frozenset({plural_stem(term)})
     if len(term) <= 4 and term.endswith("e"):
         ing = term[:-2] + "ying" if term.endswith("ie") else term[:-1] + "ing"
         return frozenset({term + "d", term + "s", ing})

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from folio.nodes.core.evidence import asked_terms, asked_words
 from folio.nodes.core.kiwix_types import ContextSection
-from folio.nodes.core.ranking import missing_names, name_phrases, names_in
+from folio.nodes.core.ranking import missing_names, name_phrases, names_in, unqualified
 from folio.nodes.core.sentence_scoring import held_terms, irregular_base
 from folio.nodes.core.text import QUESTION_STOPWORDS, base_words, content_words, stem
 
@@ -65,7 +65,6 @@ def subject_terms(question: str) -> tuple[frozenset[str], bool]:
     return frozenset(stem(irregular_base(w) or w) for w in nouns), False
 
 
-_QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")  # "Ray (film)" -> "Ray"
 SUBJECT_SHARE = 0.5  # of a question's content words (no names, no "of" phrase) an article must hold
 
 
@@ -102,7 +101,7 @@ def about_subject(question: str, title: str) -> bool:
     names = name_phrases(question)
     if not names:
         return titles_subject(question, title)
-    core = " ".join(content_words(_QUALIFIER.sub("", title)))
+    core = " ".join(content_words(unqualified(title)))
     return any(" ".join(content_words(name)) == core for name in names)
 
 
@@ -111,7 +110,7 @@ def titles_subject(question: str, title: str) -> bool:
     words are the question's first ones, past its question words ("Emu" of "Where do emus live in the
     wild?", whose passage says "living" and "endemic to Australia", not "live" or "wild"; not "Live
     (album)")."""
-    words = content_words(_QUALIFIER.sub("", title))
+    words = content_words(unqualified(title))
     asked = [w for w in base_words(question) if w not in QUESTION_STOPWORDS][: len(words)]
     pairs = zip(words, asked, strict=False)
     return (

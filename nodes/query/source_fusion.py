@@ -375,8 +375,10 @@ def _kiwix_clauses(
     answered off their subject (``SourceResult.off_subject``)."""
     answered = {r.clause for r in book_results if r.citations and not _is_refusal(r.text)}
     planned = [clause for source, clause in plan if source == "kiwix" and clause not in answered]
-    weak = [r.clause for r in book_results if r.clause and (_is_refusal(r.text) or r.off_subject)]
-    return tuple(dict.fromkeys([*planned, *(weak if escalate else ())]))
+    weak = [
+        r.clause for r in book_results if escalate and r.clause and (_is_refusal(r.text) or r.off_subject)
+    ]
+    return tuple(dict.fromkeys([*planned, *weak]))
 
 
 def _on_subject(results: Sequence[SourceResult]) -> tuple[SourceResult, ...]:
