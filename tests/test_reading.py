@@ -320,3 +320,15 @@ def test_a_name_weighs_as_any_word_unless_only_a_chapter_title_holds_it() -> Non
         "Why did the daughter weep in Rumpelstiltskin?", ["She wept.", "She wept."], ["RUMPELSTILTSKIN", ""]
     )
     assert titled["rumpelstiltskin"] > titled["weep"]
+
+
+def test_a_passage_opens_at_the_sentence_that_answers_not_one_that_adds_no_question_word() -> None:
+    # "So the King went away ..." shares only "Queen" with the question, which the next sentence holds
+    # too: the pair scored as one unit opened the answer (and its first citation) a sentence early
+    text = GRIMM.read_text(encoding="utf-8")
+    start = text.index("So the King went away, and never knew")
+    chapter = text[start - 2500 : start + 2500]
+    hits = [hit("c1", chapter, 0, len(chapter))]
+    question = "Who noticed the door open and the true queen come in?"
+    best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
+    assert best.quotes[0].text.startswith("Now, when it was midnight, and every one was asleep, the nurse")

@@ -21,7 +21,10 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   story's sentences, which never name it; ``sentence_scoring.found_terms``'s contexts) (two
   sentences together cover a question that spreads over them, and the answer often follows the
   sentence that repeats the question; a unit holding the question's names and none of its other words
-  counts ``sentence_scoring.FOCUS_SHARE`` of them), minus ``UNIT_PENALTY`` for the second sentence, plus
+  counts ``sentence_scoring.FOCUS_SHARE`` of them; a pair whose first sentence holds no word of the
+  question that the second lacks is no unit, so the passage opens at the sentence that answers, not the
+  one before it: "So the King went away ..." before "... the nurse ... saw the door open, and the true
+  Queen come in"), minus ``UNIT_PENALTY`` for the second sentence, plus
   the kind, minus ``RANK_PRIOR`` per retrieval rank of the chunk, a lone sentence over ``LONG_SENTENCE`` words
   (Moby-Dick's 140-word sentences) scaled down by its length; the ``PREFILTER`` best units gain their
   meaning (one encode). A passage is the best unit not yet taken, the predecessors a pronoun needs,
@@ -242,7 +245,8 @@ def _unit_scores(
     weights: two sentences together cover a question that spreads over them, and the answer often
     follows the sentence that repeats the question), minus ``UNIT_PENALTY`` for a second sentence,
     plus the question's kind (its best sentence), minus ``RANK_PRIOR`` per retrieval rank of its best
-    ranked chunk; a lone sentence over ``LONG_SENTENCE`` words scaled down by its length. The
+    ranked chunk; a lone sentence over ``LONG_SENTENCE`` words scaled down by its length. A pair whose
+    first sentence adds no word of the question to its second is no unit (the second answers alone). The
     ``PREFILTER`` best gain their meaning (cosine with the question, one batched encode). A unit holds
     at least one sentence of an evidence chunk (``ranks``) and two fit ``max_words``."""
     keys = [(w, i) for w, win in enumerate(windows) for i in range(len(win.texts))]
@@ -267,6 +271,8 @@ def _unit_scores(
             if j > i and n > max_words:
                 break
             if not inside:
+                continue
+            if j > i and found[(w, i)] <= found[(w, j)]:  # a first sentence adding no word of the question
                 continue
             covered = frozenset().union(*(found[(w, x)] for x in range(i, j + 1)))
             v = (
