@@ -14,7 +14,8 @@ from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
 from folio.nodes.backends.book_tools import Session
 from folio.nodes.core.types import NO_RESULTS, FolioError, SourceResult
-from folio.nodes.eval.metrics import _BookAligner, _is_hit, _locate, qa_items
+from folio.nodes.eval.gold import BookAligner, locate
+from folio.nodes.eval.metrics import _is_hit, qa_items
 from tests.conftest import QA, REPO_DIR, ZIMS
 
 MOBY_QUESTIONS = REPO_DIR / "tests" / "qa" / "moby_dick_questions.jsonl"
@@ -25,13 +26,13 @@ def cited_gold_rate(library: Path, qa_file: Path, stride: int = 1) -> tuple[floa
     """Share of located questions whose answer cites a chunk covering the gold passage (or quote)."""
     lib = Library(library)
     stores = {Path(b["source_file"]).name: lib.store(b["book_id"]) for b in lib.descriptors()}
-    aligners: dict[str, _BookAligner] = {}
+    aligners: dict[str, BookAligner] = {}
     hits = located = 0
     for item in qa_items(str(qa_file))[::stride]:
         store = stores[Path(item.book_file).name]
         if item.passages and store.book_id not in aligners:
-            aligners[store.book_id] = _BookAligner(store)
-        gold = _locate(item, store, aligners.get(store.book_id))
+            aligners[store.book_id] = BookAligner(store)
+        gold = locate(item, store, aligners.get(store.book_id))
         if gold is None:
             continue
         located += 1

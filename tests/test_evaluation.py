@@ -183,6 +183,7 @@ def test_kiwix_jsonl_lines_are_read_as_kiwix_questions(tmp_path):
 # --- strict answer metrics -------------------------------------------------------------------------
 
 from folio.nodes.core.types import NO_RESULTS, NOT_FOUND  # noqa: E402
+from folio.nodes.eval.gold import _quote_span  # noqa: E402
 from folio.nodes.eval.metrics import (  # noqa: E402
     _answer_lines,
     _answer_text,
@@ -191,7 +192,6 @@ from folio.nodes.eval.metrics import (  # noqa: E402
     _is_fragment,
     _is_refusal,
     _is_short,
-    _quote_span,
 )
 
 
@@ -448,3 +448,38 @@ def test_kiwix_ask_rank_is_the_place_of_the_gold_article():
     cites = (Citation("kiwix", zim="wiki", path="A/Bird"), Citation("kiwix", zim="wiki", path="A/Emu"))
     answer = Answer("?", "x [1] [2]", cites, "NOT_BOOK", ("kiwix",), 1)
     assert _check(item, None, answer, 1.0, lambda c: "t", lambda c: None).ask_rank == 2
+
+
+class _OneChapterStore:
+    """A book store of one chapter (what ``BookAligner`` reads)."""
+
+    def __init__(self, text: str) -> None:
+        self.book_id = "b"
+        self.text = text
+        self.descriptor = {"chapters": [{"chapter_id": "c", "title": "All", "length": len(text)}]}
+
+    def chapter_text(self, chapter_id: str) -> str:
+        return self.text
+
+
+def test_a_gold_passage_an_edition_splits_is_located_whole(data_dir):
+    # Ginger and Pickles: this edition puts two paragraphs ("The closing of the shop ...") between the
+    # FairytaleQA section's first two and the rest; the best-voted offset held only the rest, so the gold
+    # span began after "began to sell peppermints and candles", the sentence that answers
+    import csv
+
+    from folio.nodes.eval.gold import BookAligner
+
+    book = (data_dir / "books/txt/pg572_potter_great-big-treasury.txt").read_text(encoding="utf-8")
+    with open(data_dir / "qa/fairytaleqa/sections.csv", encoding="utf-8") as f:
+        section = next(
+            r["text"]
+            for r in csv.DictReader(f)
+            if r["story"] == "tale-of-ginger-and-pickles" and "began to sell peppermints" in r["text"]
+        )
+    found = BookAligner(_OneChapterStore(book)).locate(section)
+    assert found is not None
+    span = " ".join(book[found[1] : found[2]].split())
+    assert span.startswith("After a time Mr. John Dormouse and his daughter began to sell peppermints")
+    assert span.endswith("which is not the way to carry on a retail business")
+    assert "Ginger and Pickles retired into the back parlour" not in span

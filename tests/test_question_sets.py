@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from lxml import html
 
-from folio.nodes.eval.metrics import _answer_norm, _norm, qa_items
+from folio.nodes.eval.gold import normalised as _norm
+from folio.nodes.eval.metrics import _answer_norm, qa_items
 from tests.conftest import DATA_DIR, ZIMS
 
 QA_DIR = Path(__file__).parent / "qa"

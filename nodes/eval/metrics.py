@@ -4,7 +4,8 @@ Question formats
 - FairytaleQA (``questions.csv`` with ``sections.csv`` beside it): the gold passage is the
   ``sections.csv`` text of ``(story, cor_section)`` (several sections → their union), located in the
   ingested book by aligning 5-word shingles (the dataset's copy of a story differs from the book in
-  punctuation and OCR details, so exact search is not enough).
+  punctuation and OCR details, so exact search is not enough; an edition that moves or drops a
+  paragraph inside the passage still gives the whole of it: ``nodes/eval/gold.py``).
 - JSONL lines ``{question, book_file, gold_quote, gold_chapter, answers}``: the gold is the quote
   (located by normalised containment) or, without a quote, the chapter (by title or id).
 - Kiwix JSONL lines ``{question, answers, gold_zim, gold_path}``: the gold is an article; a question
@@ -69,7 +70,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -77,22 +77,10 @@ from pathlib import Path
 import numpy as np
 from hamilton.function_modifiers import config
 
-from folio.nodes.backends.book_store import BookStore
 from folio.nodes.backends.qa_files import QAItem, read_fairytaleqa, read_jsonl, with_archives
-from folio.nodes.core.text import fold, sentences, word_spans, words
+from folio.nodes.core.text import fold, sentences, words
 from folio.nodes.core.types import NO_RESULTS, NOT_FOUND, Answer, Citation, FolioError, Hit
-
-SHINGLE = 5
-
-
-@dataclass(frozen=True)
-class GoldSpan:
-    book_id: str
-    chapter_id: str
-    start: int
-    end: int
-    quote: str = ""  # JSONL quotes: a chunk must contain it
-    whole_chapter: bool = False
+from folio.nodes.eval.gold import BookAligner, GoldSpan, locate, normalised
 
 
 @dataclass(frozen=True)
@@ -131,91 +119,6 @@ class EvalRecord:
     check: AnswerCheck | None = None  # None: answers not evaluated
 
 
-# --- locating gold -------------------------------------------------------------------------------
-
-
-def _word_spans(text: str) -> tuple[list[str], list[tuple[int, int]]]:
-    """Folded words of ``text`` with their character spans."""
-    found = word_spans(text)
-    return [w for w, _, _ in found], [(s, e) for _, s, e in found]
-
-
-class _BookAligner:
-    """Shingle index of one book's chapters, for locating passages that differ in punctuation."""
-
-    def __init__(self, store: BookStore) -> None:
-        self.store = store
-        self.chapters: list[tuple[str, list[tuple[int, int]]]] = []
-        self.index: dict[tuple[str, ...], list[tuple[int, int]]] = {}
-        for c_idx, chapter in enumerate(store.descriptor["chapters"]):
-            toks, spans = _word_spans(store.chapter_text(chapter["chapter_id"]))
-            self.chapters.append((chapter["chapter_id"], spans))
-            for i in range(len(toks) - SHINGLE + 1):
-                self.index.setdefault(tuple(toks[i : i + SHINGLE]), []).append((c_idx, i))
-
-    def locate(self, passage: str) -> tuple[str, int, int] | None:
-        toks, _ = _word_spans(passage)
-        votes: Counter[tuple[int, int]] = Counter()
-        matches: list[tuple[int, int, int]] = []  # (chapter, book word index, passage word index)
-        for i in range(len(toks) - SHINGLE + 1):
-            for c_idx, pos in self.index.get(tuple(toks[i : i + SHINGLE]), ()):
-                votes[(c_idx, (pos - i) // 8)] += 1
-                matches.append((c_idx, pos, i))
-        if not votes:
-            return None
-        (c_idx, bucket), count = votes.most_common(1)[0]
-        if count < max(2, 0.2 * max(1, len(toks) - SHINGLE + 1)):
-            return None
-        chosen = [(pos, i) for c, pos, i in matches if c == c_idx and abs((pos - i) // 8 - bucket) <= 1]
-        first = min(pos for pos, _ in chosen)
-        last = max(pos for pos, _ in chosen) + SHINGLE - 1
-        chapter_id, spans = self.chapters[c_idx]
-        return chapter_id, spans[first][0], spans[last][1]
-
-
-def _norm(text: str) -> str:
-    return " ".join(words(text))
-
-
-def _quote_span(quote: str, text: str) -> tuple[int, int] | None:
-    """The character span of a normalised quote's first occurrence in ``text`` (None: not there)."""
-    toks, spans = _word_spans(text)
-    joined = " ".join(toks)
-    pos = joined.find(quote) if quote else -1
-    if pos < 0:
-        return None
-    first = joined[:pos].count(" ")
-    last = first + quote.count(" ")
-    return spans[first][0], spans[last][1]
-
-
-def _locate(item: QAItem, store: BookStore, aligner: _BookAligner | None) -> GoldSpan | None:
-    if item.passages:
-        assert aligner is not None
-        located = [aligner.locate(p) for p in item.passages]
-        found = [loc for loc in located if loc is not None]
-        if not found:
-            return None
-        chapter_id = Counter(loc[0] for loc in found).most_common(1)[0][0]
-        same = [loc for loc in found if loc[0] == chapter_id]
-        return GoldSpan(store.book_id, chapter_id, min(s for _, s, _ in same), max(e for _, _, e in same))
-    if item.gold_quote:
-        quote = _norm(item.gold_quote)
-        for chapter in store.descriptor["chapters"]:
-            span = _quote_span(quote, store.chapter_text(chapter["chapter_id"]))
-            if span is not None:
-                return GoldSpan(store.book_id, chapter["chapter_id"], *span, quote=quote)
-        return None
-    if item.gold_chapter:
-        want = item.gold_chapter.strip().lower()
-        for chapter in store.descriptor["chapters"]:
-            if want in (chapter["chapter_id"].lower(), chapter["title"].strip().lower()):
-                return GoldSpan(
-                    store.book_id, chapter["chapter_id"], 0, chapter["length"], whole_chapter=True
-                )
-    return None
-
-
 def _is_hit(hit: Hit, gold: GoldSpan) -> bool:
     """A chunk is a hit when it covers at least half of the gold span (or holds the quote / chapter)."""
     if hit.book_id != gold.book_id or hit.chapter_id != gold.chapter_id:
@@ -223,7 +126,7 @@ def _is_hit(hit: Hit, gold: GoldSpan) -> bool:
     if gold.whole_chapter:
         return True
     if gold.quote:
-        return gold.quote in _norm(hit.text)
+        return gold.quote in normalised(hit.text)
     overlap = min(hit.end, gold.end) - max(hit.start, gold.start)
     return overlap * 2 >= (gold.end - gold.start)
 
@@ -507,7 +410,7 @@ def qa_items(qa_file: str, with_zims: bool = False) -> tuple[QAItem, ...]:
 
 def gold_spans(qa_items: tuple[QAItem, ...], stores_by_file: dict) -> tuple[GoldSpan | None, ...]:
     """Each question's gold span in its ingested book (None when the book or passage is not found)."""
-    aligners: dict[str, _BookAligner] = {}
+    aligners: dict[str, BookAligner] = {}
     out: list[GoldSpan | None] = []
     for item in qa_items:
         store = stores_by_file.get(Path(item.book_file).name)
@@ -515,8 +418,8 @@ def gold_spans(qa_items: tuple[QAItem, ...], stores_by_file: dict) -> tuple[Gold
             out.append(None)
             continue
         if item.passages and store.book_id not in aligners:
-            aligners[store.book_id] = _BookAligner(store)
-        out.append(_locate(item, store, aligners.get(store.book_id)))
+            aligners[store.book_id] = BookAligner(store)
+        out.append(locate(item, store, aligners.get(store.book_id)))
     return tuple(out)
 
 
