@@ -4,6 +4,7 @@ it holds the question's subject, and a refusal says what was searched where."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from folio.nodes.core.kiwix_types import (
     Article,
@@ -410,3 +411,24 @@ def test_a_best_article_without_the_subject_gives_way_to_the_next_one_titled_by_
     assert "September 23, 1930" in sections[0].text
     alone = _fetch_sections(_Articles(film, sleeve), ranked[:1], question, None, 500, 60, ranked[:2])[0]
     assert [s.title for s in alone] == ["Ray (film)"]  # "Genius" holds the name, is not about it
+
+
+def test_a_noun_in_tion_is_held_by_its_verb_and_back() -> None:
+    assert held_terms(frozenset({"population"}), "one of the most densely populated places") == {"population"}
+    assert held_terms(frozenset({"populat"}), "Its population is 7.5 million.") == {"populat"}
+    assert held_terms(frozenset({"invention"}), "Bell invented it.") == {"invention"}
+    assert held_terms(frozenset({"elect"}), "after the election") == {"elect"}
+    assert held_terms(frozenset({"question"}), "a quest for the grail") == frozenset()
+    assert held_terms(frozenset({"quest"}), "a question") == frozenset()
+
+
+def test_the_population_of_hong_kong_is_answered_with_its_residents() -> None:
+    """The paragraph that says "population" (of income inequality) outranked the article's opening,
+    which says "7.5 million residents ... densely populated": "populated" did not count as "population"."""
+    from folio.nodes.kiwix.candidates import kiwix_backend__libzim
+    from folio.nodes.kiwix.fusion import _article_passage
+
+    zim = next(p for p in _zims() if "wikipedia_en_100_mini" in p)
+    article = kiwix_backend__libzim([zim]).article(Path(zim).stem, "A/Hong_Kong")
+    _, passage = _article_passage("What is the population of Hong Kong?", article, None, 60)
+    assert "7.5 million residents" in passage

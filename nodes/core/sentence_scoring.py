@@ -410,14 +410,26 @@ def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) ->
     return term in extended or not text_stems.isdisjoint(_cuts(term) | _short(term))
 
 
+_NOUN_ENDS = ("ation", "ction", "ntion", "ption")
+_VERB_ENDS = ("at", "ct", "nt", "pt")
+
+
 @functools.lru_cache(maxsize=4_096)
 def _short(term: str) -> frozenset[str]:
     """The other forms of a short word that ``stem`` keeps whole: of a verb in "-e", "die" / "died",
     "dies", "dying"; "live" / "living"; "used" / "use" (not "feed" / "fee"); "hiding" / "hide"; the
     singular of a short plural in "-us" that ``text.plural_stem`` reads ("emus" / "emu"; "virus" is no
-    plural)."""
+    plural); and the verb of a noun in "-ation", "-ction", "-ntion", "-ption" and back ("population" /
+    "populated", which the Hong Kong article says of its "7.5 million residents"; "invention" /
+    "invented"; not "question" / "quest")."""
     if term.endswith("us") and plural_stem(term) != term:
         return frozenset({plural_stem(term)})
+    if len(term) >= 8 and term.endswith(_NOUN_ENDS):  # "population" / "populated", "invention" / "invent"
+        return frozenset({term[:-3]})
+    if len(term) >= 5 and term.endswith(_VERB_ENDS):  # and the other way round
+        return frozenset({term + "ion"})
+    if len(term) >= 6 and term.endswith("ate"):  # "populate" / "population"
+        return frozenset({term[:-1] + "ion"})
     if len(term) <= 4 and term.endswith("e"):
         ing = term[:-2] + "ying" if term.endswith("ie") else term[:-1] + "ing"
         return frozenset({term + "d", term + "s", ing})
