@@ -432,3 +432,23 @@ def test_the_population_of_hong_kong_is_answered_with_its_residents() -> None:
     article = kiwix_backend__libzim([zim]).article(Path(zim).stem, "A/Hong_Kong")
     _, passage = _article_passage("What is the population of Hong Kong?", article, None, 60)
     assert "7.5 million residents" in passage
+
+
+def test_an_ordinal_counts_only_beside_its_noun() -> None:
+    from folio.nodes.core.sentence_scoring import found_terms
+
+    question = "What was Elvis Presley's first film?"
+    found, _ = found_terms(question, ["Presley gave the first concert by a solo artist.", "His film debut."])
+    assert "first" not in found[0] and "film" in found[1]
+    found, _ = found_terms("Who was the second mate of the Pequod?", ["Stubb, the second mate, said so."])
+    assert {"second", "mate"} <= found[0]
+
+
+def test_elvis_presley_s_first_film_is_his_film_debut_not_his_first_concert() -> None:
+    from folio.nodes.kiwix.candidates import kiwix_backend__libzim
+    from folio.nodes.kiwix.fusion import _article_passage
+
+    zim = next(p for p in _zims() if "wikipedia_en_100_mini" in p)
+    article = kiwix_backend__libzim([zim]).article(Path(zim).stem, "A/Elvis_Presley")
+    _, passage = _article_passage("What was Elvis Presley's first film?", article, None, 60)
+    assert "film debut in Love Me Tender" in passage

@@ -11,7 +11,9 @@ question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/k
   ending in Lake, "what year" a year, "how many" an amount, "where" a named place); a question that asks
   for no type scores as it did without this cue.
 - ``found_terms(question, texts)``: the question's stems each text holds and each stem's weight, the
-  base of ``word_scores`` and of the book reader's unit scores.
+  base of ``word_scores`` and of the book reader's unit scores. Irregular forms are read as their base
+  (``nodes/core/word_forms.py``); an ordinal ("first", "second") counts only in a text that holds one of
+  the ``ORDINAL_REACH`` words after it in the question (``_ordinals_with_nouns``).
 - ``focus_terms`` / ``focused``: a question with names asks something about them ("What did the Mad
   Hatter say about time?" asks about time); a text holding its names but none of its other words (the
   focus) only repeats the subject and counts ``FOCUS_SHARE`` of its words' weight (issue 27: "I've seen
@@ -41,6 +43,7 @@ from folio.nodes.core.text import (
     stems,
     words,
 )
+from folio.nodes.core.word_forms import FORM_STEMS, IRREGULAR
 
 # --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
 MEANING_WEIGHT = 0.1
@@ -191,151 +194,6 @@ _NUMBER = frozenset(
         "several",
     ]
 )
-# irregular forms read as their base ("told" -> "tell", "mice" -> "mouse"): a question asks "What did
-# the king send?" of a text that says "the king sent"; each line is a base word and its forms
-_IRREGULAR_TEXT = """
-    arise arose arisen
-    awake awoke awoken
-    bear bore borne born
-    beat beaten
-    become became
-    begin began begun
-    bend bent
-    bid bade
-    bind bound
-    bite bit bitten
-    bleed bled
-    blow blew blown
-    break broke broken
-    breed bred
-    bring brought
-    build built
-    burn burnt
-    buy bought
-    catch caught
-    choose chose chosen
-    cling clung
-    come came
-    creep crept
-    deal dealt
-    dig dug
-    draw drew drawn
-    dream dreamt
-    drink drank drunk
-    drive drove driven
-    dwell dwelt
-    eat ate eaten
-    fall fell fallen
-    feed fed
-    feel felt
-    fight fought
-    find found
-    flee fled
-    fling flung
-    fly flew flown
-    forbid forbade forbidden
-    forget forgot forgotten
-    forgive forgave forgiven
-    freeze froze frozen
-    get got gotten
-    give gave given
-    go went gone
-    grow grew grown
-    hang hung
-    hear heard
-    hide hid hidden
-    hold held
-    keep kept
-    kneel knelt
-    know knew known
-    lay laid
-    lead led
-    leap leapt
-    leave left
-    lend lent
-    lie lain
-    light lit
-    lose lost
-    make made
-    mean meant
-    meet met
-    pay paid
-    ride rode ridden
-    ring rang rung
-    rise rose risen
-    run ran
-    say said
-    see saw seen
-    seek sought
-    sell sold
-    send sent
-    shake shook shaken
-    shine shone
-    shoot shot
-    shrink shrank shrunk
-    sing sang sung
-    sink sank sunk
-    sit sat
-    slay slew slain
-    sleep slept
-    slide slid
-    sling slung
-    speak spoke spoken
-    spend spent
-    spin spun
-    spring sprang sprung
-    stand stood
-    steal stole stolen
-    stick stuck
-    sting stung
-    stride strode
-    strike struck stricken
-    string strung
-    strive strove striven
-    swear swore sworn
-    sweep swept
-    swell swollen
-    swim swam swum
-    swing swung
-    take took taken
-    teach taught
-    tear tore torn
-    tell told
-    think thought
-    throw threw thrown
-    tread trod trodden
-    understand understood
-    wake woke woken
-    wear wore worn
-    weave wove woven
-    weep wept
-    win won
-    wring wrung
-    write wrote written
-    child children
-    man men
-    woman women
-    mouse mice
-    goose geese
-    foot feet
-    tooth teeth
-"""
-_IRREGULAR = {
-    form: line.split()[0] for line in _IRREGULAR_TEXT.strip().splitlines() for form in line.split()[1:]
-}
-
-
-def irregular_base(word: str) -> str | None:
-    """The base of an irregular form ("wrote" -> "write"), None for any other word."""
-    return _IRREGULAR.get(word)
-
-
-# a base word's stem -> the stems of it and its irregular forms ("fall" -> fall, fell, fallen)
-_FORM_STEMS = {
-    stem(line.split()[0]): frozenset(stem(w) for w in line.split())
-    for line in _IRREGULAR_TEXT.strip().splitlines()
-}
-
 _DEFINITION = re.compile(r"\b(?:is|was|are|were|means|meant|called|named)\b", re.IGNORECASE)
 _WHY = re.compile(
     r"\b(?:because|so that|in order to|for fear|that (?:he|she|they|it|we|i) (?:might|could))\b"
@@ -443,7 +301,7 @@ def _short(term: str) -> frozenset[str]:
 @functools.lru_cache(maxsize=16_384)
 def lemma_stems(text: str) -> frozenset[str]:
     """The stems of a text's content words, irregular forms read as their base ("sent" -> "send")."""
-    return frozenset(stem(_IRREGULAR.get(w, w)) for w in content_words(text))
+    return frozenset(stem(IRREGULAR.get(w, w)) for w in content_words(text))
 
 
 def lemma_coverage(terms: frozenset[str], text: str) -> float:
@@ -452,7 +310,7 @@ def lemma_coverage(terms: frozenset[str], text: str) -> float:
     if not terms:
         return 0.0
     held = stems(text)
-    return sum(bool(held & _FORM_STEMS.get(t, frozenset((t,)))) for t in terms) / len(terms)
+    return sum(bool(held & FORM_STEMS.get(t, frozenset((t,)))) for t in terms) / len(terms)
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -469,6 +327,25 @@ def names_by_title(question: str, titled: Iterable[frozenset[str]]) -> frozenset
     return name_terms(question) & held if held else frozenset()
 
 
+ORDINALS = frozenset({"first", "second", "third", "fourth", "fifth", "last"})
+ORDINAL_REACH = 3  # an ordinal counts in a text holding one of the question's next content words
+
+
+@functools.lru_cache(maxsize=4_096)
+def _ordinal_nouns(question: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each ordinal stem of the question with the stems of the ``ORDINAL_REACH`` content words after it
+    ("What was Elvis Presley's first film?" -> first: film)."""
+    ws = [stem(IRREGULAR.get(w, w)) for w in content_words(question)]
+    return tuple((w, frozenset(ws[i + 1 : i + 1 + ORDINAL_REACH])) for i, w in enumerate(ws) if w in ORDINALS)
+
+
+def _ordinals_with_nouns(question: str, found: frozenset[str]) -> frozenset[str]:
+    """``found`` without an ordinal whose nouns it lacks: "the first concert" does not hold the "first"
+    of "first film"; "Stubb, the second mate" holds the "second" of "the second mate of the Pequod"."""
+    drop = {o for o, after in _ordinal_nouns(question) if o in found and after and not after & found}
+    return found - drop if drop else found
+
+
 def found_terms(
     question: str, texts: Sequence[str], contexts: Sequence[str] = ()
 ) -> tuple[list[frozenset[str]], dict[str, float]]:
@@ -482,11 +359,13 @@ def found_terms(
     stem of the question in a text's context counts as found in the text ("Hans" in a sentence of the
     chapter "Hans in Luck" that says only "he") when no text read under that context says it itself:
     the title stands in for a word its chapter does not repeat, and a chapter that does name it ("the
-    Red-Headed League is dissolved") keeps the sentences that name it ahead."""
+    Red-Headed League is dissolved") keeps the sentences that name it ahead. An ordinal is found only
+    beside one of its nouns: "the first concert" does not hold the "first" of "first film", which quoted it
+    before "his film debut in Love Me Tender"."""
     terms = lemma_stems(question)
     if not terms:
         return [frozenset() for _ in texts], {}
-    said = [held_terms(terms, text) for text in texts]
+    said = [_ordinals_with_nouns(question, held_terms(terms, text)) for text in texts]
     said_under: dict[str, set[str]] = {}
     for i, found_here in enumerate(said):
         said_under.setdefault(contexts[i] if i < len(contexts) else "", set()).update(found_here)

@@ -30,8 +30,9 @@ from collections.abc import Sequence
 from folio.nodes.core.evidence import asked_terms, asked_words
 from folio.nodes.core.kiwix_types import ContextSection
 from folio.nodes.core.ranking import missing_names, name_phrases, names_in, unqualified
-from folio.nodes.core.sentence_scoring import held_terms, irregular_base
+from folio.nodes.core.sentence_scoring import held_terms
 from folio.nodes.core.text import QUESTION_STOPWORDS, base_words, content_words, stem
+from folio.nodes.core.word_forms import irregular_base
 
 _DETERMINERS = frozenset(["a", "an", "the"])
 

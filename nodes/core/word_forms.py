@@ -1,0 +1,158 @@
+"""Word forms the reader and the evidence rules match: irregular forms read as their base.
+
+A question asks "What did the king send?" of a text that says "the king sent", "Why did Mittens fall?"
+of "she fell": ``irregular_base`` gives a form's base ("told" -> "tell", "mice" -> "mouse") and
+``FORM_STEMS`` a base's stem with the stems of all its forms ("fall" -> fall, fell, fallen). The regular
+forms are matched by light stems and ``sentence_scoring._short``.
+
+Config keys: none. Limitations: English; a word list, not a morphological analyser.
+"""
+
+from __future__ import annotations
+
+from folio.nodes.core.text import stem
+
+# irregular forms read as their base ("told" -> "tell", "mice" -> "mouse"): a question asks "What did
+# the king send?" of a text that says "the king sent"; each line is a base word and its forms
+IRREGULAR_TEXT = """
+    arise arose arisen
+    awake awoke awoken
+    bear bore borne born
+    beat beaten
+    become became
+    begin began begun
+    bend bent
+    bid bade
+    bind bound
+    bite bit bitten
+    bleed bled
+    blow blew blown
+    break broke broken
+    breed bred
+    bring brought
+    build built
+    burn burnt
+    buy bought
+    catch caught
+    choose chose chosen
+    cling clung
+    come came
+    creep crept
+    deal dealt
+    dig dug
+    draw drew drawn
+    dream dreamt
+    drink drank drunk
+    drive drove driven
+    dwell dwelt
+    eat ate eaten
+    fall fell fallen
+    feed fed
+    feel felt
+    fight fought
+    find found
+    flee fled
+    fling flung
+    fly flew flown
+    forbid forbade forbidden
+    forget forgot forgotten
+    forgive forgave forgiven
+    freeze froze frozen
+    get got gotten
+    give gave given
+    go went gone
+    grow grew grown
+    hang hung
+    hear heard
+    hide hid hidden
+    hold held
+    keep kept
+    kneel knelt
+    know knew known
+    lay laid
+    lead led
+    leap leapt
+    leave left
+    lend lent
+    lie lain
+    light lit
+    lose lost
+    make made
+    mean meant
+    meet met
+    pay paid
+    ride rode ridden
+    ring rang rung
+    rise rose risen
+    run ran
+    say said
+    see saw seen
+    seek sought
+    sell sold
+    send sent
+    shake shook shaken
+    shine shone
+    shoot shot
+    shrink shrank shrunk
+    sing sang sung
+    sink sank sunk
+    sit sat
+    slay slew slain
+    sleep slept
+    slide slid
+    sling slung
+    speak spoke spoken
+    spend spent
+    spin spun
+    spring sprang sprung
+    stand stood
+    steal stole stolen
+    stick stuck
+    sting stung
+    stride strode
+    strike struck stricken
+    string strung
+    strive strove striven
+    swear swore sworn
+    sweep swept
+    swell swollen
+    swim swam swum
+    swing swung
+    take took taken
+    teach taught
+    tear tore torn
+    tell told
+    think thought
+    throw threw thrown
+    tread trod trodden
+    understand understood
+    wake woke woken
+    wear wore worn
+    weave wove woven
+    weep wept
+    win won
+    wring wrung
+    write wrote written
+    child children
+    man men
+    woman women
+    mouse mice
+    goose geese
+    foot feet
+    tooth teeth
+"""
+IRREGULAR = {
+    form: line.split()[0] for line in IRREGULAR_TEXT.strip().splitlines() for form in line.split()[1:]
+}
+
+
+def irregular_base(word: str) -> str | None:
+    """The base of an irregular form ("wrote" -> "write"), None for any other word."""
+    return IRREGULAR.get(word)
+
+
+# a base word's stem -> the stems of it and its irregular forms ("fall" -> fall, fell, fallen)
+FORM_STEMS = {
+    stem(line.split()[0]): frozenset(stem(w) for w in line.split())
+    for line in IRREGULAR_TEXT.strip().splitlines()
+}
