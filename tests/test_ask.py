@@ -13,8 +13,8 @@ from folio.dataflows.cli import main
 from folio.dataflows.config import load_config
 from folio.dataflows.library import Library
 from folio.nodes.backends.book_tools import Session
+from folio.nodes.core.gold import BookAligner, locate
 from folio.nodes.core.types import NO_RESULTS, FolioError, SourceResult
-from folio.nodes.eval.gold import BookAligner, locate
 from folio.nodes.eval.metrics import _is_hit, qa_items
 from tests.conftest import QA, REPO_DIR, ZIMS
 

@@ -182,8 +182,8 @@ def test_kiwix_jsonl_lines_are_read_as_kiwix_questions(tmp_path):
 
 # --- strict answer metrics -------------------------------------------------------------------------
 
+from folio.nodes.core.gold import _quote_span  # noqa: E402
 from folio.nodes.core.types import NO_RESULTS, NOT_FOUND  # noqa: E402
-from folio.nodes.eval.gold import _quote_span  # noqa: E402
 from folio.nodes.eval.metrics import (  # noqa: E402
     _answer_lines,
     _answer_text,
@@ -468,7 +468,7 @@ def test_a_gold_passage_an_edition_splits_is_located_whole(data_dir):
     # span began after "began to sell peppermints and candles", the sentence that answers
     import csv
 
-    from folio.nodes.eval.gold import BookAligner
+    from folio.nodes.core.gold import BookAligner
 
     book = (data_dir / "books/txt/pg572_potter_great-big-treasury.txt").read_text(encoding="utf-8")
     with open(data_dir / "qa/fairytaleqa/sections.csv", encoding="utf-8") as f:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from lxml import html
 
-from folio.nodes.eval.gold import normalised as _norm
+from folio.nodes.core.gold import normalised as _norm
 from folio.nodes.eval.metrics import _answer_norm, qa_items
 from tests.conftest import DATA_DIR, ZIMS
 

@@ -5,7 +5,7 @@ Question formats
   ``sections.csv`` text of ``(story, cor_section)`` (several sections → their union), located in the
   ingested book by aligning 5-word shingles (the dataset's copy of a story differs from the book in
   punctuation and OCR details, so exact search is not enough; an edition that moves or drops a
-  paragraph inside the passage still gives the whole of it: ``nodes/eval/gold.py``).
+  paragraph inside the passage still gives the whole of it: ``nodes/core/gold.py``).
 - JSONL lines ``{question, book_file, gold_quote, gold_chapter, answers}``: the gold is the quote
   (located by normalised containment) or, without a quote, the chapter (by title or id).
 - Kiwix JSONL lines ``{question, answers, gold_zim, gold_path}``: the gold is an article; a question
@@ -78,9 +78,9 @@ import numpy as np
 from hamilton.function_modifiers import config
 
 from folio.nodes.backends.qa_files import QAItem, read_fairytaleqa, read_jsonl, with_archives
+from folio.nodes.core.gold import BookAligner, GoldSpan, locate, normalised
 from folio.nodes.core.text import fold, sentences, words
 from folio.nodes.core.types import NO_RESULTS, NOT_FOUND, Answer, Citation, FolioError, Hit
-from folio.nodes.eval.gold import BookAligner, GoldSpan, locate, normalised
 
 
 @dataclass(frozen=True)
