@@ -39,11 +39,10 @@ from folio.nodes.core.text import (
     fold,
     named_phrases,
     plural_stem,
-    stem,
     stems,
     words,
 )
-from folio.nodes.core.word_forms import FORM_STEMS, IRREGULAR
+from folio.nodes.core.word_forms import FORM_STEMS, lemma
 
 # --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
 MEANING_WEIGHT = 0.1
@@ -301,7 +300,7 @@ def _short(term: str) -> frozenset[str]:
 @functools.lru_cache(maxsize=16_384)
 def lemma_stems(text: str) -> frozenset[str]:
     """The stems of a text's content words, irregular forms read as their base ("sent" -> "send")."""
-    return frozenset(stem(IRREGULAR.get(w, w)) for w in content_words(text))
+    return frozenset(lemma(w) for w in content_words(text))
 
 
 def lemma_coverage(terms: frozenset[str], text: str) -> float:
@@ -335,7 +334,7 @@ ORDINAL_REACH = 3  # an ordinal counts in a text holding one of the question's n
 def _ordinal_nouns(question: str) -> tuple[tuple[str, frozenset[str]], ...]:
     """Each ordinal stem of the question with the stems of the ``ORDINAL_REACH`` content words after it
     ("What was Elvis Presley's first film?" -> first: film)."""
-    ws = [stem(IRREGULAR.get(w, w)) for w in content_words(question)]
+    ws = [lemma(w) for w in content_words(question)]
     return tuple((w, frozenset(ws[i + 1 : i + 1 + ORDINAL_REACH])) for i, w in enumerate(ws) if w in ORDINALS)
 
 

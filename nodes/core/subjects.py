@@ -23,6 +23,7 @@ has the raccoon ..." reads "since" as a subject word.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from folio.nodes.core.kiwix_types import ContextSection
 from folio.nodes.core.ranking import missing_names, name_phrases, names_in, unqualified
 from folio.nodes.core.sentence_scoring import held_terms
 from folio.nodes.core.text import QUESTION_STOPWORDS, base_words, content_words, stem
-from folio.nodes.core.word_forms import irregular_base
+from folio.nodes.core.word_forms import irregular_base, lemma
 
 _DETERMINERS = frozenset(["a", "an", "the"])
 
@@ -63,7 +64,7 @@ def subject_terms(question: str) -> tuple[frozenset[str], bool]:
             return frozenset(stem(w) for w in phrase), True
     content = [w for w in ws if w not in QUESTION_STOPWORDS]
     nouns = [w for w in content if not _verb_like(w)] or content  # "invented" is not what it is about
-    return frozenset(stem(irregular_base(w) or w) for w in nouns), False
+    return frozenset(lemma(w) for w in nouns), False
 
 
 SUBJECT_SHARE = 0.5  # of a question's content words (no names, no "of" phrase) an article must hold
@@ -88,7 +89,7 @@ def past_forms(question: str) -> frozenset[str]:
     not a passive's participle, which is what it asks ("When was Ray Charles born?": a "was" before it)."""
     ws = base_words(question)
     active = [w for i, w in enumerate(ws) if _past(w) and _PASSIVE.isdisjoint(ws[:i])]
-    return frozenset(stem(irregular_base(w) or w) for w in active)
+    return frozenset(lemma(w) for w in active)
 
 
 def _past(word: str) -> bool:
@@ -130,6 +131,7 @@ def _subject(query: str) -> str:
     return ", ".join(names) if names else ", ".join(sorted(subject_terms(query)[0]))
 
 
+@functools.lru_cache(maxsize=256)
 def unheld(query: str, section: ContextSection) -> str | None:
     """Why an article (its title, section and cited passage) is not cited, or None when it holds the
     question's subject: at least half of the query's names, at least one (``scores.missing_names``:
@@ -144,7 +146,9 @@ def unheld(query: str, section: ContextSection) -> str | None:
     driest on Earth?" when the passage answering it does not), and a question without names is about an
     article whose title is one of its subject words (``titles_subject``); what is asked about a name, in
     the title and passage only, and not the relation a past form names ("wrote" of "Who wrote The
-    Communist Manifesto?", which the Karl Marx article words its own way: ``past_forms``)."""
+    Communist Manifesto?", which the Karl Marx article words its own way: ``past_forms``). Remembered per
+    (query, section): the Kiwix stage judges the article it keeps, and the ask's Kiwix source judges it
+    again before citing."""
     names = names_in(query)
     title = _titled(section)
     text = f"{title}\n{section.text}"

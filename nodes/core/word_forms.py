@@ -2,7 +2,9 @@
 
 A question asks "What did the king send?" of a text that says "the king sent", "Why did Mittens fall?"
 of "she fell": ``irregular_base`` gives a form's base ("told" -> "tell", "mice" -> "mouse") and
-``FORM_STEMS`` a base's stem with the stems of all its forms ("fall" -> fall, fell, fallen). The regular
+``FORM_STEMS`` a base's stem with the stems of all its forms ("fall" -> fall, fell, fallen), ``lemma`` a
+word's light stem with an irregular form read as its base (what the reader and the subject rule match
+a question's words by). The regular
 forms are matched by light stems and ``sentence_scoring._short``.
 
 Config keys: none. Limitations: English; a word list, not a morphological analyser.
@@ -149,6 +151,11 @@ IRREGULAR = {
 def irregular_base(word: str) -> str | None:
     """The base of an irregular form ("wrote" -> "write"), None for any other word."""
     return IRREGULAR.get(word)
+
+
+def lemma(word: str) -> str:
+    """A word's light stem, an irregular form read as its base ("sent" -> "send", "mice" -> "mouse")."""
+    return stem(IRREGULAR.get(word, word))
 
 
 # a base word's stem -> the stems of it and its irregular forms ("fall" -> fall, fell, fallen)
