@@ -81,6 +81,9 @@ def test_the_asked_for_kind_is_a_noun_not_a_verb() -> None:
         "What killed Julia Stoner?",
         "What is it?",
         "What above all things appalled Ishmael about the whale?",  # a function word names no kind
+        # a class whose members a book names without the class word: "Phosphorus," I said
+        "What substance made the hound's muzzle glow in the dark?",
+        "What lesson do Beatrix Potter's tales teach about disobedience?",
     )
     for question in questions:
         assert asked_kind(question) is None, question

@@ -332,3 +332,30 @@ def test_a_passage_opens_at_the_sentence_that_answers_not_one_that_adds_no_quest
     question = "Who noticed the door open and the true queen come in?"
     best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
     assert best.quotes[0].text.startswith("Now, when it was midnight, and every one was asleep, the nurse")
+
+
+def test_the_name_a_question_asks_for_is_found_only_where_a_text_gives_a_name() -> None:
+    # "What was the name of ...?": "name" is the answer's frame; "in the name of good-fortune" holds
+    # none, "called Simpkin" and "His name is Vincent Spaulding" do
+    question = "What was the name of Jabez Wilson's assistant?"
+    texts = [
+        "“How, in the name of good-fortune, did you know all that, Mr. Holmes?” he asked.",
+        "“His name is Vincent Spaulding, and he’s not such a youth, either.",
+        "He lived alone with his cat; it was called Simpkin.",
+        "Stuffs had strange names, and were very expensive.",
+    ]
+    found, _ = found_terms(question, texts)
+    assert ["name" in f for f in found] == [False, True, True, False]
+    # a question that does not ask for a name keeps the word as any other
+    found, _ = found_terms("Where does the bobcat get its name?", ["from which it derives its name"])
+    assert "name" in found[0]
+
+
+def test_the_tailor_of_gloucesters_cat_is_the_one_called_simpkin_not_the_stuffs_with_strange_names() -> None:
+    text = (BOOKS / "txt" / "pg572_potter_great-big-treasury.txt").read_text(encoding="utf-8")
+    start = text.index("lutestring; stuffs had strange names")
+    chapter = text[start - 1500 : start + 2500]
+    hits = [hit("c1", chapter, 0, len(chapter))]
+    question = "What was the name of the tailor of Gloucester's cat?"
+    best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
+    assert "called Simpkin" in best.text and "strange names" not in best.text

@@ -15,6 +15,9 @@ support a book clause.
   found and what was not.
 - ``unheld_price``: a question for a price or a sum paid ("How much did the Time Traveller pay for his
   machine?", answer type ``price``) that no passage answers with a sum of money is not supported.
+- ``asked_kind`` / ``unheld_kind``: a question for a kind of thing no passage mentions ("Which university
+  did Alice attend?") is not supported; a class whose members a book names without the class word
+  ("What substance ...?" answered by "Phosphorus") is no such kind.
 - ``renamed``: a clause with the book's own name or spelling for a name it asks by another one.
 - ``unheld_focus``: a name held by one passage only, which says nothing of what the clause asks about it
   (Moby-Dick's one "Titanic" is a circus-rider: "How did the Titanic sink?"), is not supported either.
@@ -120,6 +123,9 @@ NOT_KINDS = frozenset(
         "sort",
         "type",
         "way",
+        # a class whose members a text names without the class word ("What substance made the hound's
+        # muzzle glow?" is answered by "Phosphorus"): no passage need say it
+        *("substance", "material", "colour", "color", "shape", "creature", "animal", "lesson", "moral"),
     ]
 )
 

@@ -13,7 +13,10 @@ question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/k
 - ``found_terms(question, texts)``: the question's stems each text holds and each stem's weight, the
   base of ``word_scores`` and of the book reader's unit scores. Irregular forms are read as their base
   (``nodes/core/word_forms.py``); an ordinal ("first", "second") counts only in a text that holds one of
-  the ``ORDINAL_REACH`` words after it in the question (``_ordinals_with_nouns``).
+  the ``ORDINAL_REACH`` words after it in the question (``_ordinals_with_nouns``); the "name" of a
+  question asking for one ("What was the name of Jabez Wilson's assistant?") counts only in a text that
+  gives a name ("His name is Vincent Spaulding", "called Simpkin"; ``_named_where_naming``), not in "in
+  the name of good-fortune".
 - ``focus_terms`` / ``focused``: a question with names asks something about them ("What did the Mad
   Hatter say about time?" asks about time); a text holding its names but none of its other words (the
   focus) only repeats the subject and counts ``FOCUS_SHARE`` of its words' weight (issue 27: "I've seen
@@ -345,6 +348,26 @@ def _ordinals_with_nouns(question: str, found: frozenset[str]) -> frozenset[str]
     return found - drop if drop else found
 
 
+# "What was the name of Jabez Wilson's assistant?": "name" is the answer's frame, found only where a text
+# gives a name ("His name is Vincent Spaulding", "called Simpkin"), not "in the name of good-fortune"
+_NAMING_QUESTION = re.compile(
+    r"^\s*(?:what\s+(?:is|was|were|are)\b[^?]*?\bnames?\b|(?:by|under)?\s*what\s+names?\b)", re.I
+)
+_NAMING = re.compile(
+    r"\bnames?\b(?:\s+[\w'’]+){0,4}?\s+(?:is|was|were|are)\s+[“\"‘']?[A-Z]"
+    r"|\b(?:named|called|names?)[,:]?\s+[“\"‘']?[A-Z]|\bcall\s+(?:me|him|her|it|them)\s+[A-Z]"
+)
+NAME_STEM = "name"
+
+
+def _named_where_naming(naming: bool, found: frozenset[str], text: str) -> frozenset[str]:
+    """``found`` holding the "name" of a question asking for a name (``naming``) exactly when ``text``
+    gives one ("called Simpkin" holds it, "in the name of good-fortune" does not)."""
+    if not naming:
+        return found
+    return found | {NAME_STEM} if _NAMING.search(text) else found - {NAME_STEM}
+
+
 def found_terms(
     question: str, texts: Sequence[str], contexts: Sequence[str] = ()
 ) -> tuple[list[frozenset[str]], dict[str, float]]:
@@ -364,7 +387,11 @@ def found_terms(
     terms = lemma_stems(question)
     if not terms:
         return [frozenset() for _ in texts], {}
-    said = [_ordinals_with_nouns(question, held_terms(terms, text)) for text in texts]
+    naming = NAME_STEM in terms and bool(_NAMING_QUESTION.search(question))
+    said = [
+        _named_where_naming(naming, _ordinals_with_nouns(question, held_terms(terms, text)), text)
+        for text in texts
+    ]
     said_under: dict[str, set[str]] = {}
     for i, found_here in enumerate(said):
         said_under.setdefault(contexts[i] if i < len(contexts) else "", set()).update(found_here)
