@@ -214,3 +214,38 @@ def test_a_price_is_answered_where_a_passage_gives_it_and_refused_where_none_doe
         "Found Holmes in the books, but no passage names a price or a sum of money (asked: pay, violin)"
         in violin.answer
     )
+
+
+def test_an_overview_without_focus_words_quotes_the_narrator_not_front_matter_or_dialogue() -> None:
+    from folio.nodes.core.whole_book import _unfocused
+
+    keys = frozenset({"whale", "ahab"})
+    text = (
+        "“Ahab is a whale of a man,” said Peleg to me that day. "
+        "Ahab paced the deck all night, thinking of the whale."
+    )
+    assert _unfocused("EXTRACTS. (Supplied by a Sub-Sub-Librarian).", text, "", keys) is None
+    assert _unfocused("ETYMOLOGY.", text, "", keys) is None
+    picked = _unfocused("CHAPTER 28. Ahab.", text, "", keys)
+    assert picked is not None and picked[2].startswith("Ahab paced the deck")
+
+
+def test_what_moby_dick_is_about_is_told_from_its_story_not_its_etymology(data_dir) -> None:
+    # the real text, its chapters as Folio reads them, no stored summaries: the overview quotes the
+    # narrator's sentences that name the book's whale or its people, never the Etymology or the Extracts
+    # (before, without a summary an unfocused overview had nothing to quote; with one, it opened with
+    # "(Supplied by a Late Consumptive Usher to a Grammar School.)")
+    from folio.nodes.core.whole_book import overview
+    from folio.nodes.ingest.parsing import parsed_book
+
+    book = parsed_book(str(data_dir / "books/txt/pg2701_melville_moby-dick.txt"))
+    chapters = [(str(i), c.title, c.text, "") for i, c in enumerate(book.chapters)]
+    characters = ["Ahab", "Stubb", "Queequeg", "Starbuck", "Pequod"]
+    found = overview(
+        "What is Moby-Dick about?", "moby", f"{book.title} by {book.author}", characters, chapters, 60
+    )
+    assert found is not None and found.passage.quotes
+    for q in found.passage.quotes:
+        assert not re.match(r"\W*(ETYMOLOGY|EXTRACTS)", q.chapter_title, re.IGNORECASE), q.chapter_title
+        assert not re.search('["“”‘]', q.text), q.text  # a narrator's sentence, no dialogue line
+        assert re.search(r"\b(whale|Ahab|Stubb|Queequeg|Starbuck|Pequod)\b", q.text), q.text

@@ -14,8 +14,11 @@ whatever sentence repeats the title. The overview is extractive, as the summarie
   ``(chapter_id, title, text, summary)`` in book order (``summary``: the chapter's stored summary, whose
   sentences are the chapter's own). With focus words, the chapters whose summary (else text) sentences
   hold most of them, the chapters saying them most first, each giving that sentence; without, a
-  central sentence of the chapters spread over the book (first, last, the middle; "how does X end":
-  the last chapter alone). The sentences (``MIN_WORDS`` to ``MAX_WORDS`` words) are located in their
+  sentence of the story chapters (no ``FRONT_MATTER``: "Etymology", "Extracts", "Contents") spread over
+  the book (first, last, the middle; "how does X end": the last chapter alone): the narrator's sentence
+  (``QUOTATION``: no line of dialogue) naming most of the book's key words (its title's words and its
+  main characters: "Chief among these motives was the overwhelming idea of the great whale himself"),
+  else the chapter summary's first. The sentences (``MIN_WORDS`` to ``MAX_WORDS`` words) are located in their
   chapter (offsets, so a citation resolves to the book's text) and read in book order, each after its
   chapter's title, at most ``max_words`` words with the synopsis line (``Overview.lines``: the book, and
   its main characters from the concept map when the question has no focus words or asks about them).
@@ -47,6 +50,12 @@ WHOLE_BOOK = re.compile(
     r"|^which (?:stories|tales)\b|^which \w+ (?:appear|are)\b.*\b(?:stories|tales)$"
     r"|^what happens\b.*\b(?:these|the|its) (?:stories|tales)$"
     r"|\busually\b"
+)
+QUOTATION = re.compile('["“”‘]')  # a sentence quoting someone (a lone ’ is an apostrophe)
+# chapters that are no part of the story: an overview without focus words quotes none of them
+FRONT_MATTER = re.compile(
+    r"^\W*(?:etymology|extracts?|preface|(?:table of )?contents|dedication|epigraph|transcriber|copyright"
+    r"|list of|illustrations|footnotes|index|glossary)\b"
 )
 GENERIC = frozenset(
     stems(
@@ -122,6 +131,30 @@ def _summary_sentence(text: str, summary: str, focus: frozenset[str]) -> tuple[i
     return best
 
 
+def _key_sentence(text: str, keys: frozenset[str]) -> tuple[int, int, str, float] | None:
+    """The chapter's sentence for an overview without focus words: of those ``_offered`` that quote no one
+    (a narrator's sentence, not a line of dialogue), the first holding most of the book's ``keys`` (its
+    title's words and its main characters' names); None when none holds one."""
+    best: tuple[int, int, str, float] | None = None
+    for s, e, said in _offered(text):
+        if QUOTATION.search(said):
+            continue
+        score = float(len(keys & stems(said)))
+        if score > 0 and (best is None or score > best[3]):
+            best = (s, e, said, score)
+    return best
+
+
+def _unfocused(
+    title: str, text: str, summary: str, keys: frozenset[str]
+) -> tuple[int, int, str, float] | None:
+    """A story chapter's sentence for an overview without focus words: its narrator's sentence saying most
+    of the book's ``keys``, else its summary's first; None for front matter ("Etymology", "Contents")."""
+    if FRONT_MATTER.search(fold(title)):
+        return None
+    return _key_sentence(text, keys) or _summary_sentence(text, summary, frozenset())
+
+
 def _mentions(text: str, focus: frozenset[str]) -> int:
     """How often the text says a focus word (its light stem as a word's start)."""
     return sum(len(re.findall(rf"\b{re.escape(f)}", text, re.IGNORECASE)) for f in focus)
@@ -152,7 +185,11 @@ def overview(
         f"{book_line}. Main characters: {', '.join(characters)}." if with_characters else f"{book_line}."
     ]
     budget = max_words - len(lines[0].split())
-    found = [(i, _summary_sentence(text, summary, focus)) for i, (_, _, text, summary) in enumerate(chapters)]
+    keys = frozenset(stems(book_line.split(" by ")[0]) | stems(" ".join(characters))) - GENERIC
+    found = [
+        (i, _summary_sentence(text, summary, focus) if focus else _unfocused(title, text, summary, keys))
+        for i, (_, title, text, summary) in enumerate(chapters)
+    ]
     offered = [(i, s) for i, s in found if s is not None]
     if not offered:
         return None
