@@ -266,8 +266,8 @@ def _cuts(term: str) -> frozenset[str]:
 def _matches(term: str, text_stems: frozenset[str], extended: frozenset[str]) -> bool:
     """A question stem is in a text: the same stem, or one of at least four letters that the other
     extends by at most two ("drop" / "dropp" of "dropped", "hidd" / "hide" of "hidden" and "hide"), or
-    one of the other forms of a short word that ``stem`` keeps whole (``_short``)."""
-    return term in extended or not text_stems.isdisjoint(_cuts(term) | _short(term))
+    one of the other forms of a short word that ``stem`` keeps whole (``_other_forms``)."""
+    return term in extended or not text_stems.isdisjoint(_cuts(term) | _other_forms(term))
 
 
 _NOUN_ENDS = ("ation", "ction", "ntion", "ption")
@@ -275,8 +275,8 @@ _VERB_ENDS = ("at", "ct", "nt", "pt")
 
 
 @functools.lru_cache(maxsize=4_096)
-def _short(term: str) -> frozenset[str]:
-    """The other forms of a short word that ``stem`` keeps whole: of a verb in "-e", "die" / "died",
+def _other_forms(term: str) -> frozenset[str]:
+    """The forms of a word that ``stem`` does not bring together: of a short verb in "-e", "die" / "died",
     "dies", "dying"; "live" / "living"; "used" / "use" (not "feed" / "fee"); "hiding" / "hide"; the
     singular of a short plural in "-us" that ``text.plural_stem`` reads ("emus" / "emu"; "virus" is no
     plural); and the verb of a noun in "-ation", "-ction", "-ntion", "-ption" and back ("population" /

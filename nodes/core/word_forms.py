@@ -5,7 +5,7 @@ of "she fell": ``irregular_base`` gives a form's base ("told" -> "tell", "mice" 
 ``FORM_STEMS`` a base's stem with the stems of all its forms ("fall" -> fall, fell, fallen), ``lemma`` a
 word's light stem with an irregular form read as its base (what the reader and the subject rule match
 a question's words by). The regular
-forms are matched by light stems and ``sentence_scoring._short``.
+forms are matched by light stems and ``sentence_scoring._other_forms``.
 
 Config keys: none. Limitations: English; a word list, not a morphological analyser.
 """
