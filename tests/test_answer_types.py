@@ -93,3 +93,23 @@ def test_a_price_and_a_span_of_time_are_asked_for_by_their_own_words():
     sat = "How long did the cat sit on the basket?"
     assert _cue(sat, "She sat there for FIVE HOURS.") == 1.0
     assert _cue(sat, "The cat sat upon the basket, and two rabbits cried.") == 0.0  # a number, no time
+
+
+def test_a_leading_clause_that_sets_the_context_is_not_what_a_question_asks():
+    from folio.nodes.backends.answer_types import asked_clause
+
+    question = "According to the old Gay-Head Indian, where did Ahab lose his leg?"
+    assert asked_clause(question) == "where did Ahab lose his leg?"
+    assert answer_type(question).kind == "place" and sentence_scoring.asked(question) == "where"
+    assert _cue(question, "“Aye, he was dismasted off Japan,” said the old Gay-Head Indian once.") == 1.0
+    assert answer_type("According to Barrymore, how much did he pay?").kind == "price"
+    assert asked_clause("Who was it, who came?") == "Who was it, who came?"  # opens with its wh-word
+    assert asked_clause("Alice, the girl, cried.") == "Alice, the girl, cried."  # no question after the comma
+    # "which two features" asks for no name ending in "two"
+    assert answer_type("Apart from his size, which two features marked the whale?").kind == ""
+
+
+def test_what_date_asks_for_a_year_or_a_date():
+    question = "What date is on the back of the portrait of the wicked Hugo Baskerville?"
+    assert answer_type(question).kind == "year" and sentence_scoring.asked(question) == "when"
+    assert _cue(question, "the name and the date, 1647, are on the back of the canvas.") == 1.0

@@ -359,3 +359,15 @@ def test_the_tailor_of_gloucesters_cat_is_the_one_called_simpkin_not_the_stuffs_
     question = "What was the name of the tailor of Gloucester's cat?"
     best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
     assert "called Simpkin" in best.text and "strange names" not in best.text
+
+
+def test_where_the_old_gay_head_indian_said_ahab_lost_his_leg_is_the_place_he_names() -> None:
+    # "According to ..., where ...?" asks for a place: before, the leading clause hid the "where", and the
+    # sentence repeating "an old Gay-Head Indian" won over "he was dismasted off Japan"
+    text = (BOOKS / "txt" / "pg2701_melville_moby-dick.txt").read_text(encoding="utf-8")
+    start = text.index("an old Gay-Head Indian among the crew")
+    chapter = text[start - 1500 : start + 2500]
+    hits = [hit("c1", chapter, 0, len(chapter))]
+    question = "According to the old Gay-Head Indian, where did Ahab lose his leg?"
+    best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
+    assert "dismasted off Japan" in best.text

@@ -6,7 +6,7 @@ words (an article's lead, a chapter's sentence that names the subject). Cues tha
 
 - ``named``: "which museum / river / lake ..." (``head``: the noun after which / what, singular) wants a
   name ending or starting with that noun ("the British Museum", "Lake Mead", "River Tame");
-- ``year``: "in what year / which year / when" wants a year (three or four digits, 1000-2100, or a
+- ``year``: "in what year / which year / what date / when" wants a year (three or four digits, 1000-2100, or a
   decade "1950s") or a full date;
 - ``amount``: "how much / how many / how long / how old / what percentage / what share / what was the
   population" wants an amount: digits, a number word, "%" or a fraction;
@@ -18,7 +18,10 @@ words (an article's lead, a chapter's sentence that names the subject). Cues tha
 - ``name``: "what is the name of / what was X called / who" wants a proper name the question does not
   hold (a capitalised word that does not open the sentence);
 - ``place``: "where" wants a capitalised name after a place preposition ("in Australia", "at
-  Balmoral", "from Trier").
+  Balmoral", "from Trier", "off Japan").
+
+A leading clause that sets the question's context is not read (``asked_clause``): "According to the old
+Gay-Head Indian, where did Ahab lose his leg?" asks for a place.
 
 ``answer_type(question)`` returns an ``AnswerType`` (``kind`` "" when none applies); ``type_cue(t,
 text, question_words)`` is 1.0 when the text holds such an answer that is not one of the question's own
@@ -100,7 +103,7 @@ _MONTHS = "January|February|March|April|May|June|July|August|September|October|N
 _DATE = re.compile(rf"\b(?:{_MONTHS})\s+[0-9]{{1,2}}\b|\b[0-9]{{1,2}}\s+(?:{_MONTHS})\b")
 _DIGITS = re.compile(r"\d")
 _CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]+)")
-_PLACE = re.compile(r"\b(?:in|at|from|near|on|to|into)\s+(?:the\s+)?([A-Z][\w'’-]+)")
+_PLACE = re.compile(r"\b(?:in|at|from|near|on|to|into|off)\s+(?:the\s+)?([A-Z][\w'’-]+)")
 _AMOUNT_ASK = re.compile(
     r"^(?:how (?:much|many|long|old|far|big|tall|high|large)\b|what (?:percentage|share|proportion|"
     r"fraction|number)\b|what (?:is|was) the (?:population|number|size|length|height|area)\b)"
@@ -130,7 +133,9 @@ _DURATION = re.compile(
     rf"\b(?:{_NUMBER}|an?|half an?|several|many|some|a few|a couple of)\s+(?:[a-z-]+\s+)?(?:{_TIME_UNITS})\b",
     re.IGNORECASE,
 )
-_YEAR_ASK = re.compile(r"^(?:(?:in )?(?:what|which) year\b|when\b|since when\b)")
+_YEAR_ASK = re.compile(
+    r"^(?:(?:in )?(?:what|which) year\b|(?:on |at )?(?:what|which) date\b|when\b|since when\b)"
+)
 _NAME_ASK = re.compile(
     r"^(?:what (?:is|was|were|are) the names? of\b|who\b|whom\b|what (?:is|was|were|are) \w+(?: \w+)? "
     r"called\b|what did \w+(?: \w+)? call\b|by what name\b)"
@@ -155,9 +160,25 @@ def _singular(word: str) -> str:
     return word
 
 
+_WH = re.compile(
+    r"^(?:(?:in|on|at|from|to|into|with|by|of|for) )?(?:what|which|where|who|whom|whose|when|why|how)\b"
+)
+
+
+def asked_clause(question: str) -> str:
+    """The question without a leading clause that sets its context: "According to the old Gay-Head Indian,
+    where did Ahab lose his leg?" asks "where did Ahab lose his leg?"; "When Darcy met Elizabeth again,
+    on what date ..." asks "on what date ..."; a question that opens with its wh-word is itself."""
+    head, comma, rest = question.partition(",")
+    if not comma or _WH.match(" ".join(words(head))):
+        return question
+    rest = rest.strip()
+    return rest if _WH.match(" ".join(words(rest))) else question
+
+
 def answer_type(question: str) -> AnswerType:
-    """The answer type a question asks for (see the module docstring)."""
-    q = " ".join(words(question))
+    """The answer type a question asks for (see the module docstring), read from its ``asked_clause``."""
+    q = " ".join(words(asked_clause(question)))
     if _YEAR_ASK.match(q):
         return AnswerType("year")
     if q.startswith("how much ") and PAYING & set(q.split()):
@@ -175,7 +196,7 @@ def answer_type(question: str) -> AnswerType:
         head = m.group(1)
         if head in ("year", "decade", "century"):
             return AnswerType("year")
-        if head not in STOPWORDS and head not in _GENERIC_HEADS:
+        if head not in STOPWORDS and head not in _GENERIC_HEADS and head not in NUMBER_WORDS:
             return AnswerType("named", _singular(head))
     return AnswerType()
 

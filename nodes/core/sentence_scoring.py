@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from folio.nodes.backends.answer_types import answer_type, type_cue
+from folio.nodes.backends.answer_types import answer_type, asked_clause, type_cue
 from folio.nodes.core.text import (
     content_words,
     fold,
@@ -211,14 +211,15 @@ _CLOSING_QUOTES = "”’"
 
 def asked(question: str) -> str:
     """What kind of answer the question asks for: who / when / where / why / how-many / how / what-is /
-    other ("Why did the two decide to leave?" -> "why")."""
-    ws = words(question)
+    other ("Why did the two decide to leave?" -> "why"), read from its ``asked_clause`` ("According to
+    Barrymore, where was Selden going?" -> "where")."""
+    ws = words(asked_clause(question))
     if not ws:
         return "other"
     for i, w in enumerate(ws[:4]):  # "And why...", "In what year..." stay simple: the first wh-word
         if w in ("who", "whom", "whose"):
             return "who"
-        if w == "when" or (w == "what" and i + 1 < len(ws) and ws[i + 1] in ("year", "time", "day")):
+        if w == "when" or (w == "what" and i + 1 < len(ws) and ws[i + 1] in ("year", "time", "day", "date")):
             return "when"
         if w == "where":
             return "where"
