@@ -18,6 +18,7 @@ def test_questions_name_the_type_they_ask_for():
     assert answer_type("What was the population of Washington in 2020?").kind == "amount"
     assert answer_type("What is the name of the little Eloi woman?").kind == "name"
     assert answer_type("Who founded Perth?").kind == "name"
+    assert answer_type("To whom was the mouldy old letter addressed?").kind == "name"
     assert answer_type("Where did Elizabeth II die?").kind == "place"
     assert answer_type("What did the Time Traveller use to light his way?").kind == ""
     assert answer_type("Which one of them came first?").kind == ""  # a generic head names no type
