@@ -137,8 +137,8 @@ _YEAR_ASK = re.compile(
     r"^(?:(?:in )?(?:what|which) year\b|(?:on |at )?(?:what|which) date\b|when\b|since when\b)"
 )
 _NAME_ASK = re.compile(
-    r"^(?:what (?:is|was|were|are) the names? of\b|who\b|(?:(?:to|for|with|by|from|of) )?whom\b|what (?:is|was|were|are) \w+(?: \w+)? "
-    r"called\b|what did \w+(?: \w+)? call\b|by what name\b)"
+    r"^(?:what (?:is|was|were|are) the names? of\b|who\b|(?:(?:to|for|with|by|from|of) )?whom\b"
+    r"|what (?:is|was|were|are) \w+(?: \w+)? called\b|what did \w+(?: \w+)? call\b|by what name\b)"
 )
 _WHICH = re.compile(r"^(?:(?:in|on|at|from|to|into|with|by|of) )?(?:which|what) ([a-z]+)(?: ([a-z]+))?")
 
