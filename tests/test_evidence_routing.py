@@ -120,27 +120,45 @@ def test_holmes_has_no_sister_in_the_book_and_the_refusal_says_what_was_found(sh
     assert any(line.startswith("- kiwix (") and "wikipedia_en_100_mini" in line for line in lines[3:])
 
 
-def test_little_red_riding_hood_is_found_as_grimms_little_red_cap(fairytale_library) -> None:
+def _ask_grimm(library, question: str, zims: list[str]):
+    """``question`` asked of the Grimm book alone (Children's Literature tells some tales under the names
+    a reader asks by)."""
     from folio.dataflows.asking import _library, ask_config, ask_driver, query_encoder, shared_resources
     from folio.dataflows.registry import settings_inputs
     from folio.nodes.backends.book_tools import Session
 
-    cfg = ask_config({"llm": "none"}, zim_paths=_zims())
-    lib, stores, maps = _library(fairytale_library)
-    grimm = next(b for b in stores if b.startswith("household-stories"))  # alone: Children's Literature
-    dr = ask_driver(cfg)  # tells the tale as "Little Red Riding Hood" itself
+    cfg = ask_config({"llm": "none"}, zim_paths=zims)
+    lib, stores, maps = _library(library)
+    grimm = next(b for b in stores if b.startswith("household-stories"))
+    dr = ask_driver(cfg)
     inputs = {
         **settings_inputs(dr, cfg),
-        "question": "How did the wolf trick Little Red Riding Hood?",
+        "question": question,
         "book_stores": {grimm: stores[grimm]},
         "concept_maps": {grimm: maps[grimm]},
         "encoder": query_encoder(cfg, lib)[0],
         "session": Session(),
         "cache_dir": str(lib.cache_dir),
     }
-    answer = dr.execute(["answer"], inputs=inputs, overrides=shared_resources(cfg, dr))["answer"]
+    return dr.execute(["answer"], inputs=inputs, overrides=shared_resources(cfg, dr))["answer"]
+
+
+def test_little_red_riding_hood_is_found_as_grimms_little_red_cap(fairytale_library) -> None:
+    answer = _ask_grimm(fairytale_library, "How did the wolf trick Little Red Riding Hood?", _zims())
     assert answer.answer.splitlines()[0] == 'The book calls Little Red Riding Hood "Little Red Cap".'
     assert answer.citations and all("RED CAP" in c.chapter_title.upper() for c in answer.citations)
+
+
+def test_a_tale_asked_by_its_common_title_is_found_by_the_books_own(fairytale_library) -> None:
+    # the question's names read "Wolf" and "Seven Kids"; the tale's title in the question, "The Wolf and
+    # the Seven Kids", is compared with the chapter titles (was refused: "Not in the books searched:
+    # Seven Kids")
+    question = "How did the wolf in The Wolf and the Seven Kids make his voice soft?"
+    answer = _ask_grimm(fairytale_library, question, [])
+    assert answer.answer.splitlines()[0] == (
+        'The book calls The Wolf and the Seven Kids "The Wolf and the Seven Little Goats".'
+    )
+    assert "lump of chalk" in answer.answer
 
 
 def test_the_boiling_point_of_ethanol_is_not_answered_from_the_oxygen_article(sherlock_library) -> None:

@@ -318,6 +318,21 @@ def name_phrases(question: str) -> tuple[str, ...]:
     return tuple(phrase for phrase in named_phrases(question) if " " in phrase or fold(phrase) != first)
 
 
+_CAPITALISED = r"[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*"
+_TITLE = re.compile(
+    rf"(?:(?:The|A|An)\s+)?{_CAPITALISED}(?:\s+(?:and|of|in|with)\s+(?:(?:the|a|an)\s+)?{_CAPITALISED})+"
+)
+
+
+def title_phrase(question: str, name: str) -> str:
+    """The title-like phrase of the question around one of its names: capitalised words joined by "and
+    (the)", "of (the)", "in", "with" ("The Wolf and the Seven Kids" around "Seven Kids"), else the name."""
+    for found in _TITLE.finditer(question):
+        if name in found.group(0) and found.group(0) != name:
+            return found.group(0)
+    return name
+
+
 def names_in(question: str) -> tuple[tuple[str, ...], ...]:
     """The question's names (``name_phrases``) as their words."""
     return tuple(tuple(tokens(phrase)) for phrase in name_phrases(question))

@@ -21,7 +21,9 @@
    ``LEXICAL_ONLY_COVERAGE``. Calibrated on ``tests/qa/library_questions.jsonl``: off-library questions
    name a thing no book mentions or read unlike every passage. Insufficient evidence escalates once: a
    missing name that a chapter of the three best passages by meaning is titled another way
-   (``_alias``: "Little Red Riding Hood" is Grimm's "Little Red-Cap"; the answer says so), else the
+   (``_alias``: "Little Red Riding Hood" is Grimm's "Little Red-Cap"; a name inside a title-like phrase is
+   compared as the phrase: "The Wolf and the Seven Kids" is "The Wolf and the Seven Little Goats"; the
+   answer says so), else the
    router's suggested queries (an LLM router's) searched in the whole books; then the refusal, naming
    the names no book holds. A question for someone's thing that no passage names ("What is the name of
    Sherlock Holmes's sister?") is insufficient, saying what was found and what was not, as is one whose
@@ -83,6 +85,7 @@ from folio.nodes.core.ranking import (
     names_in,
     respellings,
     search_depth,
+    title_phrase,
 )
 from folio.nodes.core.text import (
     fold,
@@ -122,14 +125,18 @@ def _names_carried(clauses: Sequence[str], evidence: Sequence[BookEvidence]) -> 
     return tuple(out)
 
 
-def _alias(tools: BookTools, names: Sequence[str], semantic: Sequence[Hit]) -> tuple[str, str] | None:
+def _alias(
+    tools: BookTools, clause: str, names: Sequence[str], semantic: Sequence[Hit]
+) -> tuple[str, str] | None:
     """``(name, the book's name)`` for a name the books do not hold that a chapter of the best passages by
     meaning is titled by another way (at least half of the name's content words shared, and the two
-    read alike: ``ALIAS_MIN_SIMILARITY``): "Little Red Riding Hood" is Grimm's "Little Red-Cap"."""
+    read alike: ``ALIAS_MIN_SIMILARITY``): "Little Red Riding Hood" is Grimm's "Little Red-Cap". A name
+    inside a title-like phrase of the clause is compared as that phrase first ("The Wolf and the Seven
+    Kids", not "Seven Kids", is Lucy Crane's "The Wolf and the Seven Little Goats")."""
     if tools.encoder is None:
         return None
     titles = list(dict.fromkeys(h.chapter_title for h in semantic[:3] if h.chapter_title))
-    for name in names:
+    for name in dict.fromkeys(form for n in names for form in (title_phrase(clause, n), n)):
         words = stems(name)
         best: tuple[float, str] | None = None
         for title in titles:
@@ -139,9 +146,18 @@ def _alias(tools: BookTools, names: Sequence[str], semantic: Sequence[Hit]) -> t
             if similarity >= ALIAS_MIN_SIMILARITY and (best is None or similarity > best[0]):
                 best = (similarity, title)
         if best is not None:
-            title = best[1].title() if best[1].isupper() else best[1]
-            return name, title
+            return name, _as_title(best[1])
     return None
+
+
+def _as_title(title: str) -> str:
+    """A chapter title as a name: its words in capitals written as a title's ("LITTLE RED-CAP" ->
+    "Little Red-Cap", "The WOLF and the SEVEN LITTLE GOATS." -> "The Wolf and the Seven Little Goats")."""
+    words = [
+        "-".join(p.capitalize() for p in w.split("-")) if w.isupper() and len(w) > 1 else w
+        for w in title.rstrip(" .").split()
+    ]
+    return " ".join(words)
 
 
 def _boosted(hits: Sequence[Hit], scope: Sequence[str] | None, boost: float) -> tuple[Hit, ...]:
@@ -230,7 +246,7 @@ def _judged(
     escalated, aliases = False, cast(tuple[tuple[str, str], ...], ())
     top = held_texts(found.lexical, found.semantic, titles)
     if not ok and tools.budget.left > 0:
-        alias = _alias(tools, missing_names(clause, top), found.semantic)
+        alias = _alias(tools, clause, missing_names(clause, top), found.semantic)
         names = (alias,) if alias is not None else respellings(clause, top)
         if names:
             asked = renamed(clause, names)
