@@ -322,15 +322,20 @@ def test_a_name_weighs_as_any_word_unless_only_a_chapter_title_holds_it() -> Non
     assert titled["rumpelstiltskin"] > titled["weep"]
 
 
+def _best_passage(book: Path, marker: str, question: str, before: int, after: int) -> reading.Passage:
+    """The reader's best passage of a real book's text around ``marker`` (``before`` / ``after``
+    characters of it), read as one evidence chunk."""
+    text = book.read_text(encoding="utf-8")
+    start = text.index(marker)
+    chapter = text[start - before : start + after]
+    return read_book(question, [hit("c1", chapter, 0, len(chapter))], lambda b, c: chapter, None, 60, 3)[0]
+
+
 def test_a_passage_opens_at_the_sentence_that_answers_not_one_that_adds_no_question_word() -> None:
     # "So the King went away ..." shares only "Queen" with the question, which the next sentence holds
     # too: the pair scored as one unit opened the answer (and its first citation) a sentence early
-    text = GRIMM.read_text(encoding="utf-8")
-    start = text.index("So the King went away, and never knew")
-    chapter = text[start - 2500 : start + 2500]
-    hits = [hit("c1", chapter, 0, len(chapter))]
     question = "Who noticed the door open and the true queen come in?"
-    best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
+    best = _best_passage(GRIMM, "So the King went away, and never knew", question, 2500, 2500)
     assert best.quotes[0].text.startswith("Now, when it was midnight, and every one was asleep, the nurse")
 
 
@@ -352,22 +357,16 @@ def test_the_name_a_question_asks_for_is_found_only_where_a_text_gives_a_name() 
 
 
 def test_the_tailor_of_gloucesters_cat_is_the_one_called_simpkin_not_the_stuffs_with_strange_names() -> None:
-    text = (BOOKS / "txt" / "pg572_potter_great-big-treasury.txt").read_text(encoding="utf-8")
-    start = text.index("lutestring; stuffs had strange names")
-    chapter = text[start - 1500 : start + 2500]
-    hits = [hit("c1", chapter, 0, len(chapter))]
     question = "What was the name of the tailor of Gloucester's cat?"
-    best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
+    potter = BOOKS / "txt" / "pg572_potter_great-big-treasury.txt"
+    best = _best_passage(potter, "lutestring; stuffs had strange names", question, 1500, 2500)
     assert "called Simpkin" in best.text and "strange names" not in best.text
 
 
 def test_where_the_old_gay_head_indian_said_ahab_lost_his_leg_is_the_place_he_names() -> None:
     # "According to ..., where ...?" asks for a place: before, the leading clause hid the "where", and the
     # sentence repeating "an old Gay-Head Indian" won over "he was dismasted off Japan"
-    text = (BOOKS / "txt" / "pg2701_melville_moby-dick.txt").read_text(encoding="utf-8")
-    start = text.index("an old Gay-Head Indian among the crew")
-    chapter = text[start - 1500 : start + 2500]
-    hits = [hit("c1", chapter, 0, len(chapter))]
     question = "According to the old Gay-Head Indian, where did Ahab lose his leg?"
-    best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
+    moby = BOOKS / "txt" / "pg2701_melville_moby-dick.txt"
+    best = _best_passage(moby, "an old Gay-Head Indian among the crew", question, 1500, 2500)
     assert "dismasted off Japan" in best.text
