@@ -117,11 +117,7 @@ def _summary_sentence(text: str, summary: str, focus: frozenset[str]) -> tuple[i
             if where:
                 return (*where, said, 0.0)
         return None
-    best: tuple[int, int, str, float] | None = None
-    for s, e, said in _offered(text):
-        score = len(focus & stems(said)) / len(focus)
-        if score > 0 and (best is None or score > best[3]):
-            best = (s, e, said, score)
+    best = _holding_most(text, focus, len(focus))
     in_summary = {said for _, _, said in picked}
     if best is not None and best[2] not in in_summary:
         for _, _, said in picked:  # a summary sentence as good as the best is the chapter's own word
@@ -131,15 +127,17 @@ def _summary_sentence(text: str, summary: str, focus: frozenset[str]) -> tuple[i
     return best
 
 
-def _key_sentence(text: str, keys: frozenset[str]) -> tuple[int, int, str, float] | None:
-    """The chapter's sentence for an overview without focus words: of those ``_offered`` that quote no one
-    (a narrator's sentence, not a line of dialogue), the first holding most of the book's ``keys`` (its
-    title's words and its main characters' names); None when none holds one."""
+def _holding_most(
+    text: str, wanted: frozenset[str], per: float = 1.0, narrator_only: bool = False
+) -> tuple[int, int, str, float] | None:
+    """Of the chapter's ``_offered`` sentences (with ``narrator_only``, those that quote no one: not a line
+    of dialogue), the first holding most ``wanted`` stems, as (start, end, text, how many / ``per``);
+    None when none holds one."""
     best: tuple[int, int, str, float] | None = None
     for s, e, said in _offered(text):
-        if QUOTATION.search(said):
+        if narrator_only and QUOTATION.search(said):
             continue
-        score = float(len(keys & stems(said)))
+        score = len(wanted & stems(said)) / per
         if score > 0 and (best is None or score > best[3]):
             best = (s, e, said, score)
     return best
@@ -149,10 +147,11 @@ def _unfocused(
     title: str, text: str, summary: str, keys: frozenset[str]
 ) -> tuple[int, int, str, float] | None:
     """A story chapter's sentence for an overview without focus words: its narrator's sentence saying most
-    of the book's ``keys``, else its summary's first; None for front matter ("Etymology", "Contents")."""
+    of the book's ``keys`` (its title's words and its main characters' names), else its summary's first;
+    None for front matter ("Etymology", "Contents")."""
     if FRONT_MATTER.search(fold(title)):
         return None
-    return _key_sentence(text, keys) or _summary_sentence(text, summary, frozenset())
+    return _holding_most(text, keys, narrator_only=True) or _summary_sentence(text, summary, frozenset())
 
 
 def _mentions(text: str, focus: frozenset[str]) -> int:
