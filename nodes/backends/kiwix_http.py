@@ -29,7 +29,6 @@ import html
 import json
 import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -257,13 +256,12 @@ class KiwixHttpBackend:
         return response
 
     def _request(self, url: str) -> httpx.Response:
-        started = time.monotonic()
         try:
             with deadline_scope(Deadline.after(self.timeout)):
                 return self._client.get(url, timeout=self.timeout)
         except httpx.TimeoutException:
-            waited = time.monotonic() - started
-            raise FolioError(url, f"kiwix-serve did not answer within {waited:.1f} s (timeout)") from None
+            message = f"kiwix-serve did not answer within {self.timeout:.1f} s (timeout)"
+            raise FolioError(url, message) from None
         except httpx.ConnectError as exc:
             raise FolioError(url, f"cannot connect to kiwix-serve ({_reason(exc)})") from None
         except httpx.HTTPError as exc:

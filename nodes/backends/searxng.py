@@ -15,8 +15,6 @@ Limitations: one page of results; snippets are the engines' own, not the pages' 
 
 from __future__ import annotations
 
-import time
-
 import httpx
 
 from folio.nodes.backends.deadlines import deadline_client, deadline_scope
@@ -56,12 +54,11 @@ class SearxngSource:
         """The instance's results for ``query``: dicts with title, url and content."""
         url = f"{self.base_url}/search"
         params = {"q": query, "format": "json", "categories": SOURCE_CATEGORIES[self.source]}
-        started = time.monotonic()
         try:
             with deadline_scope(Deadline.after(self.timeout)):
                 response = self._client.get(url, params=params, timeout=self.timeout)
         except httpx.TimeoutException:
-            raise FolioError(url, f"no answer within {time.monotonic() - started:.1f} s") from None
+            raise FolioError(url, f"no answer within {self.timeout:.1f} s") from None
         except httpx.TransportError as exc:
             raise FolioError(url, f"cannot reach SearXNG ({exc or type(exc).__name__})") from None
         if response.status_code != 200:
