@@ -16,6 +16,7 @@ from folio.nodes.core.sentence_scoring import (
     focused,
     found_terms,
     kind_cue,
+    named_noun,
     needs_previous,
     relevance,
     word_count,
@@ -354,6 +355,47 @@ def test_the_name_a_question_asks_for_is_found_only_where_a_text_gives_a_name() 
     # a question that does not ask for a name keeps the word as any other
     found, _ = found_terms("Where does the bobcat get its name?", ["from which it derives its name"])
     assert "name" in found[0]
+
+
+@pytest.mark.parametrize(
+    ("question", "noun"),
+    [
+        ("What was the name of Alice's cat?", "cat"),
+        ("What was the name of the tailor of Gloucester's cat?", "cat"),
+        ("What were the names of the three little sisters in the Dormouse's story?", "sister"),
+        ("What was the name of the little woman the Time Traveller saved from drowning?", "woman"),
+        ("What was the name of the ship with an epidemic on board, captained by Mayhew?", "ship"),
+        ("What was the little man's name in the story of the miller's daughter?", "man"),
+        ("What was the name of one of the three kittens?", "kitten"),
+        ("What name does the narrator ask the reader to call him?", ""),
+    ],
+)
+def test_the_noun_whose_name_a_question_asks_for(question: str, noun: str) -> None:
+    assert named_noun(question) == noun
+
+
+def test_a_text_gives_the_asked_noun_s_name_by_apposition_but_not_in_a_question_or_an_address() -> None:
+    question = "What was the name of Alice's cat?"
+    texts = [
+        "(Dinah was the cat.)",
+        "And yet I wish I could show you our cat Dinah.",
+        "‘It’s a friend of mine--a Cheshire Cat,’ said Alice.",
+        "“Are you called Jack?” she asked.",
+    ]
+    found, _ = found_terms(question, texts)
+    assert ["name" in f for f in found] == [True, True, False, False]
+    found, _ = found_terms(
+        "What was the name of Jabez Wilson's assistant?", ["a smarter assistant, Mr. Holmes"]
+    )
+    assert "name" not in found[0]
+
+
+def test_the_little_man_s_name_is_the_one_he_gives_not_the_queen_s_guesses() -> None:
+    # the name weighs double in a naming question and a question gives no name: before, "in came a little
+    # man" (little, man, miller's, daughter) and the queen's "Are you called Jack?" came first
+    question = "What was the little man's name in the story of the miller's daughter?"
+    best = _best_passage(GRIMM, "That the name I am called is Rumpelstiltskin", question, 2500, 1500)
+    assert best.text.startswith("I am glad that nobody knew That the name I am called is Rumpelstiltskin")
 
 
 def test_the_tailor_of_gloucesters_cat_is_the_one_called_simpkin_not_the_stuffs_with_strange_names() -> None:

@@ -15,8 +15,10 @@ question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/k
   (``nodes/core/word_forms.py``); an ordinal ("first", "second") counts only in a text that holds one of
   the ``ORDINAL_REACH`` words after it in the question (``_ordinals_with_nouns``); the "name" of a
   question asking for one ("What was the name of Jabez Wilson's assistant?") counts only in a text that
-  gives a name ("His name is Vincent Spaulding", "called Simpkin"; ``_named_where_naming``), not in "in
-  the name of good-fortune".
+  gives a name ("His name is Vincent Spaulding", "called Simpkin"; ``_named_where_naming``), or gives
+  the asked noun's name ("Dinah was the cat", "our cat Dinah"; ``named_noun``), outside a question, not in
+  "in the name of good-fortune" or "Are you called Jack?"; there it weighs ``NAMING_WEIGHT`` times its
+  rarity, since a name is what the question asks for.
 - ``focus_terms`` / ``focused``: a question with names asks something about them ("What did the Mad
   Hatter say about time?" asks about time); a text holding its names but none of its other words (the
   focus) only repeats the subject and counts ``FOCUS_SHARE`` of its words' weight (issue 27: "I've seen
@@ -38,6 +40,8 @@ from typing import Any
 
 from folio.nodes.backends.answer_types import answer_type, asked_clause, type_cue
 from folio.nodes.core.text import (
+    STOPWORDS,
+    base_word,
     content_words,
     fold,
     named_phrases,
@@ -359,14 +363,88 @@ _NAMING = re.compile(
     r"|\b(?:named|called|names?)[,:]?\s+[“\"‘']?[A-Z]|\bcall\s+(?:me|him|her|it|them)\s+[A-Z]"
 )
 NAME_STEM = "name"
+NAMING_WEIGHT = 2.0  # the "name" of a naming question, found only where a text gives a name
 
 
-def _named_where_naming(naming: bool, found: frozenset[str], text: str) -> frozenset[str]:
-    """``found`` holding the "name" of a question asking for a name (``naming``) exactly when ``text``
-    gives one ("called Simpkin" holds it, "in the name of good-fortune" does not)."""
-    if not naming:
+_NAMED_PHRASE = re.compile(r"\bnames?\s+of\s+([^?,]+)|(?:\b|^)([\w-]+)['’]s\s+names?\b", re.I)
+_PHRASE_END = frozenset(
+    [
+        "who",
+        "whom",
+        "that",
+        "which",
+        "whose",
+        "in",
+        "on",
+        "at",
+        "with",
+        "from",
+        "by",
+        "when",
+        "where",
+        "while",
+        "as",
+    ]
+)
+_SOME_OF = re.compile(r"^\s*(?:one|each|any|some|either|both|all|none)\s+of\s+", re.I)
+_DETERMINERS = frozenset(["the", "a", "an"])
+_CAPITAL_NAME = r"[A-Z][\w'’-]+"
+
+
+def named_noun(question: str) -> str:
+    """The noun whose name a naming question asks for: "What was the name of Alice's cat?" -> "cat",
+    "the name of the little woman the Time Traveller saved" -> "woman", "the little man's name" -> "man";
+    "" when there is none."""
+    m = _NAMED_PHRASE.search(question)
+    if not m:
+        return ""
+    if m.group(2):
+        return plural_stem(base_word(fold(m.group(2))))
+    phrase = words(_SOME_OF.sub("", m.group(1)))
+    kept: list[str] = []
+    for i, w in enumerate(phrase):
+        if w in _PHRASE_END or (i and w in _DETERMINERS) or (w == "of" and not _possessive_after(phrase[i:])):
+            break
+        kept.append(w)
+    noun = plural_stem(base_word(kept[-1])) if kept else ""
+    return "" if noun in STOPWORDS else noun
+
+
+def _possessive_after(rest: Sequence[str]) -> bool:
+    """An "of" that the noun phrase goes on past: "the tailor of Gloucester's cat"."""
+    return any(w.endswith("'s") for w in rest[:4])
+
+
+def _naming_pattern(noun: str) -> re.Pattern[str]:
+    """A text giving a name: "His name is Vincent Spaulding", "called Simpkin", "call me Ishmael" and,
+    for the asked ``noun``, "Dinah was the cat", "the collie dog Kep" (not the vocative "a smarter
+    assistant, Mr. Holmes")."""
+    if not noun:
+        return _NAMING
+    n = rf"(?i:{re.escape(noun)})(?:e?s)?"
+    return re.compile(
+        rf"{_NAMING.pattern}|\b{_CAPITAL_NAME}(?:\s+{_CAPITAL_NAME})*\s+(?:is|was|were|are)\s+"
+        rf"(?:the|a|an|his|her|its|their|my|our|your)\s+(?:[\w-]+\s+){{0,2}}{n}\b"
+        rf"|\b{n}\s+(?!I\b){_CAPITAL_NAME}"
+    )
+
+
+def _named_where_naming(naming: re.Pattern[str] | None, found: frozenset[str], text: str) -> frozenset[str]:
+    """``found`` holding the "name" of a question asking for a name (``naming``, the pattern of a text
+    giving one) exactly when ``text`` gives one ("called Simpkin" holds it; "in the name of good-fortune"
+    and the question "Are you called Jack?" do not)."""
+    if naming is None:
         return found
-    return found | {NAME_STEM} if _NAMING.search(text) else found - {NAME_STEM}
+    return found | {NAME_STEM} if _gives_name(naming, text) else found - {NAME_STEM}
+
+
+def _gives_name(naming: re.Pattern[str], text: str) -> bool:
+    """A match of ``naming`` in ``text`` outside a question ("Are you called Jack?" gives no name)."""
+    for m in naming.finditer(text):
+        end = re.search(r"[.!?;]", text[m.end() :])
+        if not end or end.group() != "?":
+            return True
+    return False
 
 
 def found_terms(
@@ -388,7 +466,11 @@ def found_terms(
     terms = lemma_stems(question)
     if not terms:
         return [frozenset() for _ in texts], {}
-    naming = NAME_STEM in terms and bool(_NAMING_QUESTION.search(question))
+    naming = (
+        _naming_pattern(named_noun(question))
+        if NAME_STEM in terms and _NAMING_QUESTION.search(question)
+        else None
+    )
     said = [
         _named_where_naming(naming, _ordinals_with_nouns(question, held_terms(terms, text)), text)
         for text in texts
@@ -403,7 +485,9 @@ def found_terms(
     n = len(texts)
     by_title = names_by_title(question, titled.values())
     weight = {
-        t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found))) * (2.0 if t in by_title else 1.0)
+        t: math.log(1.0 + (n + 1) / (1 + sum(t in f for f in found)))
+        * (2.0 if t in by_title else 1.0)
+        * (NAMING_WEIGHT if naming is not None and t == NAME_STEM else 1.0)
         for t in terms
     }
     total = sum(weight.values())
