@@ -302,6 +302,8 @@ ROLY_POLY = (
     'scrambled out. "Oh, Mother, Mother!" said Mittens.'
 )
 
+TOM_KITTEN = '"I am affronted," said Mrs. Tabitha Twitchit. Then Tabitha Twitchit came down the garden.'
+
 
 @pytest.mark.parametrize(
     ("question", "texts", "spelt"),
@@ -309,6 +311,9 @@ ROLY_POLY = (
         ("Where was Mitthens hiding in?", [ROLY_POLY], (("Mitthens", "Mittens"),)),  # a letter added
         ("What did Jemina Puddle-duck see?", ["Jemima Puddle-duck was a simpleton"], (("Jemina", "Jemima"),)),
         ("Where was Mittens hiding?", [ROLY_POLY], ()),  # written as asked: nothing to respell
+        # cut short, with the name's other word as the book writes it
+        ("Why was Mrs. Tabitha Twitch affronted?", [TOM_KITTEN], (("Twitch", "Twitchit"),)),
+        ("Why was Twitch affronted?", [TOM_KITTEN], ()),  # cut short and alone: left as asked
         ("Where did Lucdina buy her groceries?", ["Lucinda and Jane"], ()),  # two slips: left as asked
         ("Whom does Elizabeth Bennet marry?", ["Bonnets! She tied her bonnet; a bonnet."], ()),  # no name
         ("What did Anna say?", ["Anne spoke."], ()),  # under five letters: a slip may be another name

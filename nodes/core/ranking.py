@@ -390,26 +390,37 @@ def missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
 def respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """``(word as asked, the texts' spelling)`` for each word of the question's names (5+ letters) that no
     text holds as written but that one slip turns into a name the texts write capitalised more often
-    than not ("Mitthens" for Potter's "Mittens"; "Bonnet" is no name where "bonnet" is written); of several
-    such names, the one written most often. The evidence rule forgives such a slip (``missing_names``),
-    but the search does not find the misspelt word."""
+    than not ("Mitthens" for Potter's "Mittens"; "Bonnet" is no name where "bonnet" is written), or
+    that the texts' name completes when another word of the name is written as asked ("Tabitha Twitch");
+    of several such names, the one written most often. The evidence rule forgives a slip
+    (``missing_names``), but the search does not find the misspelt word."""
     written = [tok for text in texts for tok in tokens(text)]
     lower = Counter(fold(tok) for tok in written if not tok[:1].isupper())
     upper = Counter(tok for tok in written if tok[:1].isupper())
     held = {fold(tok) for tok in written}
     out: list[tuple[str, str]] = []
-    for word in dict.fromkeys(w for name in names_in(question) for w in name):
-        low = fold(word)
-        if len(low) < 5 or not low.isalpha() or low in held:
-            continue
-        near = [
-            (n, tok)
-            for tok, n in upper.items()
-            if abs(len(tok) - len(low)) <= 1 and n > lower[fold(tok)] and one_edit(low, fold(tok))
-        ]
-        if near:
-            out.append((word, max(near)[1]))
+    for name in names_in(question):
+        for word in name:
+            low = fold(word)
+            if len(low) < 5 or not low.isalpha() or low in held or word in dict(out):
+                continue
+            others_held = any(fold(w) in held for w in name if w != word and w[:1].isupper())
+            near = [
+                (n, tok)
+                for tok, n in upper.items()
+                if n > lower[fold(tok)] and _slip(low, fold(tok), others_held)
+            ]
+            if near:
+                out.append((word, max(near)[1]))
     return tuple(out)
+
+
+def _slip(asked: str, own: str, others_held: bool) -> bool:
+    """``asked`` is ``own`` written with one slip, or (``others_held``: another word of the name is the
+    book's) cut short by three letters at most ("Mrs. Tabitha Twitch" for "Twitchit")."""
+    if abs(len(own) - len(asked)) <= 1 and one_edit(asked, own):
+        return True
+    return others_held and own.startswith(asked) and len(own) - len(asked) <= 3
 
 
 def _spellings(name: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
