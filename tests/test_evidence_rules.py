@@ -76,6 +76,7 @@ def test_the_asked_for_kind_is_a_noun_not_a_verb() -> None:
     assert asked_kind("Which university did Alice attend?") == "university"
     assert asked_kind("In which city did the Square of Flatland go to university?") == "city"
     assert asked_kind("What is the recipe for Mrs. Tiggy-winkle's apple pie?") == "recipe"
+    assert asked_kind("Which two features let whalemen know Moby Dick?") == "features"  # past the number
     questions = (
         "What happened to Peter Rabbit's father?",
         "What killed Julia Stoner?",
@@ -83,6 +84,9 @@ def test_the_asked_for_kind_is_a_noun_not_a_verb() -> None:
         "What above all things appalled Ishmael about the whale?",  # a function word names no kind
         # a class whose members a book names without the class word: "Phosphorus," I said
         "What substance made the hound's muzzle glow in the dark?",
+        # "things" is any thing: "things disappeared at night-- especially cheese and bacon"
+        "What kind of things often disappeared at night?",
+        "What three things did the kittens lose?",
         "What lesson do Beatrix Potter's tales teach about disobedience?",
     )
     for question in questions:

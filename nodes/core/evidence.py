@@ -87,7 +87,8 @@ def held_texts(lexical: Sequence[Hit], semantic: Sequence[Hit], titles: Sequence
 # for"; verbs ("what happened", "what killed") and words of every question are not a kind.
 ASKED_KIND = re.compile(
     r"^what (?:is|was|are|were) the ([a-z][a-z-]+) (?:of|for)\b"
-    r"|^(?:(?:in|at|from|to|on|for|by|with|of|into) )?(?:which|what)\s+(?:kind of |sort of )?([a-z][a-z-]+)\b"
+    r"|^(?:(?:in|at|from|to|on|for|by|with|of|into) )?(?:which|what)\s+(?:kind of |sort of )?"
+    r"(?:(?:two|three|four|five|six|seven|eight|nine|ten|\d+) )?([a-z][a-z-]+)\b"
 )
 NOT_KINDS = frozenset(
     [
@@ -123,6 +124,8 @@ NOT_KINDS = frozenset(
         "sort",
         "type",
         "way",
+        "thing",
+        "things",
         # a class whose members a text names without the class word ("What substance made the hound's
         # muzzle glow?" is answered by "Phosphorus"): no passage need say it
         *("substance", "material", "colour", "color", "shape", "creature", "animal", "lesson", "moral"),
