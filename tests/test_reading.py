@@ -374,6 +374,21 @@ def test_the_noun_whose_name_a_question_asks_for(question: str, noun: str) -> No
     assert named_noun(question) == noun
 
 
+def test_the_many_of_how_many_is_the_question_s_frame_not_a_word_the_answer_says() -> None:
+    # "How many kittens were there?": "how many they have caught--dozens and dozens" held half the
+    # question's words and beat "there were three little kittens"
+    texts = [
+        "Once upon a time there were three little kittens, and their names were Mittens and Moppet.",
+        "They hang up the rats' tails on the door, to show how many they have caught--dozens and dozens.",
+    ]
+    found, weight = found_terms("How many kittens were there?", texts)
+    assert found == [frozenset({"kitten"}), frozenset()] and set(weight) == {"kitten"}
+    found, _ = found_terms("How much money did Sir Charles leave?", ["he left as much money as that"])
+    assert "much" not in found[0] and "money" in found[0]
+    found, _ = found_terms("Why did Alice cry so much?", ["she cried so much"])  # no amount asked
+    assert "much" in found[0]
+
+
 def test_a_text_gives_the_asked_noun_s_name_by_apposition_but_not_in_a_question_or_an_address() -> None:
     question = "What was the name of Alice's cat?"
     texts = [

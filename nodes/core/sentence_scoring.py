@@ -18,7 +18,8 @@ question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/k
   gives a name ("His name is Vincent Spaulding", "called Simpkin"; ``_named_where_naming``), or gives
   the asked noun's name ("Dinah was the cat", "our cat Dinah"; ``named_noun``), outside a question, not in
   "in the name of good-fortune" or "Are you called Jack?"; there it weighs ``NAMING_WEIGHT`` times its
-  rarity, since a name is what the question asks for.
+  rarity, since a name is what the question asks for. The "many" / "much" of "how many / how much" is
+  the frame of an amount, no word to find (``_amount_frame``).
 - ``focus_terms`` / ``focused``: a question with names asks something about them ("What did the Mad
   Hatter say about time?" asks about time); a text holding its names but none of its other words (the
   focus) only repeats the subject and counts ``FOCUS_SHARE`` of its words' weight (issue 27: "I've seen
@@ -447,6 +448,15 @@ def _gives_name(naming: re.Pattern[str], text: str) -> bool:
     return False
 
 
+_AMOUNT_FRAME = re.compile(r"\bhow\s+(many|much)\b", re.I)
+
+
+def _amount_frame(question: str) -> frozenset[str]:
+    """The "many" / "much" of "how many / how much": the frame of an amount asked, not a word the answer
+    says ("there were three little kittens", not "how many they have caught")."""
+    return frozenset(m.group(1).lower() for m in _AMOUNT_FRAME.finditer(asked_clause(question)))
+
+
 def found_terms(
     question: str, texts: Sequence[str], contexts: Sequence[str] = ()
 ) -> tuple[list[frozenset[str]], dict[str, float]]:
@@ -463,7 +473,7 @@ def found_terms(
     Red-Headed League is dissolved") keeps the sentences that name it ahead. An ordinal is found only
     beside one of its nouns: "the first concert" does not hold the "first" of "first film", which quoted it
     before "his film debut in Love Me Tender"."""
-    terms = lemma_stems(question)
+    terms = lemma_stems(question) - _amount_frame(question)
     if not terms:
         return [frozenset() for _ in texts], {}
     naming = (
