@@ -346,7 +346,12 @@ def _near(word: str, known: Collection[str], names: Collection[str]) -> bool:
         return True
     if len(word) < 5:
         return False
-    return any(abs(len(k) - len(word)) <= 1 and one_edit(word, k) for k in names)
+    return any(_one_slip(word, k) for k in names)
+
+
+def _one_slip(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ by one slip (lengths at most one apart; ``one_edit``)."""
+    return abs(len(a) - len(b)) <= 1 and one_edit(a, b)
 
 
 def one_edit(a: str, b: str) -> bool:
@@ -402,7 +407,7 @@ def respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, str], .
     for name in names_in(question):
         for word in name:
             low = fold(word)
-            if len(low) < 5 or not low.isalpha() or low in held or word in dict(out):
+            if len(low) < 5 or not low.isalpha() or low in held or any(word == w for w, _ in out):
                 continue
             others_held = any(fold(w) in held for w in name if w != word and w[:1].isupper())
             near = [
@@ -418,7 +423,7 @@ def respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, str], .
 def _slip(asked: str, own: str, others_held: bool) -> bool:
     """``asked`` is ``own`` written with one slip, or (``others_held``: another word of the name is the
     book's) cut short by three letters at most ("Mrs. Tabitha Twitch" for "Twitchit")."""
-    if abs(len(own) - len(asked)) <= 1 and one_edit(asked, own):
+    if _one_slip(asked, own):
         return True
     return others_held and own.startswith(asked) and len(own) - len(asked) <= 3
 

@@ -416,6 +416,7 @@ def _possessive_after(rest: Sequence[str]) -> bool:
     return any(w.endswith("'s") for w in rest[:4])
 
 
+@functools.lru_cache(maxsize=64)
 def _naming_pattern(noun: str) -> re.Pattern[str]:
     """A text giving a name: "His name is Vincent Spaulding", "called Simpkin", "call me Ishmael" and,
     for the asked ``noun``, "Dinah was the cat", "the collie dog Kep" (not the vocative "a smarter
