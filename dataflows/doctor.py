@@ -192,8 +192,8 @@ def compact(library: Library) -> str:
     from folio.nodes.backends.progress import progress_for
 
     index = shared_index(library.path)
-    # a library made before the term postings: a bar (on a terminal) while they are written
-    bar = progress_for(False, desc="writing term postings", unit="book")
+    # a library made before the term postings or word neighbours: a bar while they are written
+    bar = progress_for(False, desc="writing term postings and word neighbours", unit="book")
     with library.writer():
         before = len(index.segments())
         start = time.perf_counter()

@@ -1,10 +1,12 @@
 """Lexical search from the term postings (``nodes.backends.postings``) in a large library: the rows that
 ``IndexSearch``'s FTS5 statement gives, with the same scores and order, for a search of the whole library
 or of some books (not of some chapters), scored in numpy instead of FTS5 scoring each matching chunk.
-FTS5 still finds the bonus phrases, but only where they can matter: among the chunks holding all of a
-phrase's query words (none: FTS5 is not asked; few: chunk by chunk), and for the ``k`` best only among
-those that can still rank; the lookups run on several threads at once (the caller's and workers', each
-on its own connection over the same snapshot), the rarest phrases first.
+The bonus phrases' holders come from the word neighbours (``nodes.backends.neighbours``): a phrase of up
+to five tokens with a word to anchor it is settled in numpy from that word's occurrences. FTS5 finds the
+others, but only where they can matter: among the chunks the neighbours leave (or, without neighbours,
+those holding all of a phrase's query words; none: FTS5 is not asked; few: chunk by chunk), and for the
+``k`` best only among those that can still rank; the lookups run on several threads at once (the caller's
+and workers', each on its own connection over the same snapshot), the rarest phrases first.
 
 Config: none (``POSTINGS_MIN_CHUNKS``, ``POINT_CHECK_POSTINGS``, ``PHRASE_WORKERS``). Limitations: see
 ``nodes.backends.postings``; a library made before the postings, or smaller than
@@ -13,6 +15,8 @@ Config: none (``POSTINGS_MIN_CHUNKS``, ``POINT_CHECK_POSTINGS``, ``PHRASE_WORKER
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -23,6 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from folio.nodes.backends.index_store import FTS_TOKENIZE, IndexStore, Scope, fts_select, sql_in
+from folio.nodes.backends.neighbours import Occurrences, anchor, holding, occurrences, skipped_terms
 from folio.nodes.backends.postings import (
     EVERY_CHUNK,
     Bonus,
@@ -69,7 +74,20 @@ def phrase_pool() -> ThreadPoolExecutor:
 
 
 Narrow = Callable[[Iterable[Collection[str]]], "tuple[np.ndarray | None, int]"]
-Bonuses = Callable[[Narrow], list[Bonus]]
+# the chunks holding a phrase (ordered tokens) and whether exactly so (else they may), from the word
+# neighbours; None where they cannot tell (FTS5 does)
+Near = Callable[[Sequence[str]], "tuple[np.ndarray, bool] | None"]
+Bonuses = Callable[[Narrow, "Near | None"], list[Bonus]]
+
+
+def near_bonus(bonus: Bonus, near: Near) -> tuple[np.ndarray, bool] | None:
+    """The word neighbours' answer for a bonus: the chunks holding one of its phrases (the union) and
+    whether exactly so; None when they cannot tell for one of them."""
+    answers = [near(p) for p in bonus.phrases]
+    if not answers or any(a is None for a in answers):
+        return None
+    held = [a for a in answers if a is not None]
+    return np.unique(np.concatenate([rows for rows, _ in held])), all(exact for _, exact in held)
 
 
 class IndexPostings(IndexStore):
@@ -174,11 +192,15 @@ class IndexPostings(IndexStore):
         books = None if book_ids is None else self._first_rowids(conn, book_ids)
         if books is not None and not books:
             return []
-        sql, params = "SELECT records FROM postings WHERE term = ?", []
+        within, params = "", []  # type: tuple[str, list[object]]
         if books is not None:
-            sql, params = sql + " AND lo IN (SELECT value FROM json_each(?))", [str(books)]
-        per_term = [unpack(r[0] for r in conn.execute(sql, (t[0], *params))) for t in tokens]
+            within, params = " AND lo IN (SELECT value FROM json_each(?))", [str(books)]
+        sql = f"SELECT lo, records FROM postings WHERE term = ?{within} ORDER BY lo"
+        read = [list(conn.execute(sql, (t[0], *params))) for t in tokens]
+        per_term = [unpack(r[1] for r in rows) for rows in read]
         held_by = {t[0]: p for t, p in zip(tokens, per_term, strict=True)}
+        los = {t[0]: [int(r[0]) for r in rows] for t, rows in zip(tokens, read, strict=True)}
+        near = self._near(conn, tokenize, held_by, los, (within, params))
 
         narrowed_by: dict[tuple[frozenset[str], ...], tuple[np.ndarray | None, int]] = {}
         holding: dict[str, np.ndarray] = {}  # a query word -> which rowids hold it
@@ -208,29 +230,90 @@ class IndexPostings(IndexStore):
             return narrowed_by[key]
 
         found = scored(per_term, corpus, books)
-        bonuses = bonuses_of(narrow)
-        narrowed = [narrow(b.alternatives) for b in bonuses]
-        possible = self._phrase_holders(conn, found, bonuses, narrowed, (k, per_book), where)
+        bonuses = bonuses_of(narrow, near)
+        known = [None if near is None else near_bonus(b, near) for b in bonuses]
+        settled = (None, corpus.rows)  # the neighbours settled it: nothing to narrow
+        narrowed = [
+            settled if kn and kn[1] else narrow(b.alternatives) for b, kn in zip(bonuses, known, strict=True)
+        ]
+        possible = self._phrase_holders(conn, found, bonuses, (narrowed, known), (k, per_book), where)
         top = best_rows(found, corpus, possible, k, per_book)
         rows = self.chunks_by_rowid(conn, [r for r, _ in top])
         return [(*rows[r], score, found.best) for r, score in top if r in rows]
+
+    def _near(
+        self,
+        conn: Any,
+        tokenize: Callable[[str], Sequence[str]],
+        held_by: dict[str, np.ndarray],
+        los: dict[str, list[int]],
+        within: tuple[str, list[object]],
+    ) -> Near | None:
+        """The word neighbours' answer for a phrase (``Near``) over the books searched (``within``: the
+        SQL filter of their postings rows), anchored on a query word (``held_by``: its postings, ``los``:
+        their rows' books); None for a library without neighbours (until ``compact``)."""
+        skipped = self._cached(conn, "neighbourless", lambda c: skipped_terms(self._meta(c)))
+        if skipped is None:
+            return None
+        counts = {t: len(p) for t, p in held_by.items()}
+        sql = f"SELECT lo, near FROM neighbours WHERE term = ?{within[0]} ORDER BY lo"
+        answers: dict[tuple[str, ...], tuple[np.ndarray, bool] | None] = {}
+        found: dict[str, Occurrences | None] = {}  # an anchor word's occurrences, read once a search
+
+        def occurring(word: str) -> Occurrences | None:
+            if word not in found:
+                rows = list(conn.execute(sql, (word, *within[1])))
+                found[word] = None  # rows that do not match the postings: FTS5 decides
+                if [int(r[0]) for r in rows] == los[word]:
+                    records = held_by[word]
+                    with contextlib.suppress(ValueError):
+                        found[word] = occurrences(
+                            records["rowid"], records["freq"], b"".join(r[1] for r in rows)
+                        )
+            return found[word]
+
+        def near(phrase: Sequence[str]) -> tuple[np.ndarray, bool] | None:
+            key = tuple(phrase)
+            if key not in answers:
+                tokens = list(tokenize(" ".join(key)))
+                at = anchor(tokens, counts, skipped)
+                held = None if at is None else occurring(tokens[at.index])
+                answers[key] = None
+                if at is not None and held is not None:
+                    answers[key] = (holding(held, at.index, tokens, self._term_ids(conn, tokens)), at.exact)
+            return answers[key]
+
+        return near
+
+    @staticmethod
+    def _term_ids(conn: Any, tokens: Sequence[str]) -> dict[str, int]:
+        """The vocabulary ids of those of ``tokens`` the library holds."""
+        sql = "SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))"
+        return {str(t): int(i) for t, i in conn.execute(sql, (json.dumps(sorted(set(tokens))),))}
 
     def _phrase_holders(
         self,
         conn: Any,
         found: Scored,
         bonuses: Sequence[Bonus],
-        narrowed: Sequence[tuple[np.ndarray | None, int]],
+        looked: tuple[Sequence[tuple[np.ndarray | None, int]], Sequence[tuple[np.ndarray, bool] | None]],
         ranking: tuple[int, bool],
         where: tuple[Scope, Sequence[tuple[int, int]]],
     ) -> list[tuple[float, np.ndarray]]:
         """Each bonus's weight and the rowids found holding it, as many as the ranking (``k``, per book)
-        needs: ``narrowed`` gives the chunks that may hold each and the fewest postings of its words.
-        Each book's best: every possible holder, all at once; else the rarest phrases first, as many at
-        once as there are threads: the holders known prune what the others can still change."""
+        needs: ``looked`` gives, for each, the chunks that may hold it and the fewest postings of its
+        words (``narrow``), and the word neighbours' answer (the holders, exactly or a superset; None:
+        they cannot tell). Exact holders need no FTS5; of the others, each book's best: every possible
+        holder, all at once; else the rarest phrases first, as many at once as there are threads: the
+        holders known prune what the others can still change."""
         k, per_book = ranking
-        possible = [(b.weight, rows) for b, (rows, _) in zip(bonuses, narrowed, strict=True)]
-        order = sorted(range(len(bonuses)), key=lambda i: (narrowed[i][1], -bonuses[i].weight))
+        narrowed, known = looked
+        possible = [
+            (b.weight, rows if kn is None else kn[0])
+            for b, (rows, _), kn in zip(bonuses, narrowed, known, strict=True)
+        ]
+        pending = [i for i, kn in enumerate(known) if kn is None or not kn[1]]
+        order = sorted(pending, key=lambda i: (narrowed[i][1], -bonuses[i].weight))
         threads = phrase_threads()
         kth = kth_best(found, k)
         tiers = [order] if per_book else [order[i : i + threads] for i in range(0, len(order), threads)]

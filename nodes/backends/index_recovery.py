@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from folio.nodes.backends import index_write
+from folio.nodes.backends.index_store import FTS_TOKENIZE
 from folio.nodes.backends.index_write import IndexWrite, write_postings
-from folio.nodes.backends.postings import EVERY_CHUNK, POSTING
+from folio.nodes.backends.neighbours import MARKER, skip_meta, skipped_terms
+from folio.nodes.backends.postings import EVERY_CHUNK, POSTING, fts5_tokenizer
 from folio.nodes.backends.progress import NullProgress, Progress
 from folio.nodes.backends.vector_segments import (
     Segment,
 )
+from folio.nodes.core.text import STOPWORDS
 
 
 class IndexRecovery(IndexWrite):
@@ -34,7 +37,7 @@ class IndexRecovery(IndexWrite):
         try:
             meta = self._meta(conn)
             generation = int(meta["generation"])
-            if meta.get("postings") != "complete":
+            if meta.get("postings") != "complete" or skipped_terms(meta) is None:
                 self._write_every_postings(conn, progress)
             if "ndim" in meta:  # no segment kept: one new one over every key
                 top = int(meta["next_window"]) - 1
@@ -58,10 +61,13 @@ class IndexRecovery(IndexWrite):
 
     @staticmethod
     def _write_every_postings(conn: Any, progress: Progress | None = None) -> None:
-        """Inside a write transaction: the postings of every book, written again (a library made before
-        them), and the mark that they are whole; ``progress`` counts the books."""
+        """Inside a write transaction: the postings and neighbour rows of every book, written again (a
+        library made before them), and the marks that they are whole; ``progress`` counts the books."""
         progress = progress or NullProgress()
         conn.execute("DELETE FROM postings")
+        conn.execute("DELETE FROM neighbours")
+        skipped = skip_meta(fts5_tokenizer(conn, FTS_TOKENIZE), STOPWORDS)
+        conn.execute("INSERT OR IGNORE INTO meta VALUES ('neighbours', ?)", (skipped,))
         books = [b for (b,) in conn.execute("SELECT DISTINCT book_id FROM chunks ORDER BY book_id")]
         progress.add_total(len(books))
         for book_id in books:
@@ -123,9 +129,15 @@ class IndexRecovery(IndexWrite):
                 )
             }
             chunks = dict(conn.execute("SELECT min(rowid), count(*) FROM chunks GROUP BY book_id"))
+            marked = None
+            if skipped_terms(self._meta(conn)) is not None:
+                sql = "SELECT lo FROM neighbours WHERE term = ?"
+                marked = {int(lo) for (lo,) in conn.execute(sql, (MARKER,))}
         if held != chunks:
             wrong = len({lo for lo in held.keys() | chunks.keys() if held.get(lo) != chunks.get(lo)})
             return f"the term postings of {wrong} books do not match their chunks"
+        if marked is not None and marked != set(chunks):
+            return f"the word neighbours of {len(marked ^ set(chunks))} books do not match their chunks"
         return None
 
     def check(self) -> list[str]:

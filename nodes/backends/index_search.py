@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from folio.nodes.backends.index_postings import IndexPostings, Narrow
+from folio.nodes.backends.index_postings import IndexPostings, Narrow, Near
 from folio.nodes.backends.index_store import (
     BM25_K1,
     CHUNK_COLUMNS,
@@ -223,27 +223,42 @@ class IndexSearch(IndexPostings):
         books: Scope,
         spans: Sequence[tuple[int, int]] = (),
         narrow: Narrow | None = None,
+        near: Near | None = None,
     ) -> list[Bonus]:
         """The query's phrase and shingle bonuses held by some chunk of the books searched (``narrow``:
-        the chunks that can hold a run, from the postings: none there, and FTS5 is not asked)."""
+        the chunks that can hold a run, from the postings: none there, and FTS5 is not asked; ``near``:
+        the chunks holding a run, or that may, from the word neighbours)."""
         bonuses: list[Bonus] = []
         phrases = fts_phrases(query)
         phrase = fts_phrase_expression(phrases)
         if phrase is not None:
-            bonuses.append(Bonus(phrase, PHRASE_BONUS, tuple(frozenset(p) for p in phrases)))
+            bonuses.append(Bonus(phrase, PHRASE_BONUS, tuple(frozenset(p) for p in phrases), phrases))
         runs = {fts_phrase_expression((s,)) or "": s for s in fts_shingles(query)}
         if narrow is None:
             present = self._present(conn, list(runs), books, spans)
         else:
-            where, narrowed = (books, spans), [narrow([r]) for r in runs.values()]
-            lookups = [
-                partial(self._holders, expression=e, candidates=c, fewest=n, exists=True, where=where)
-                for e, (c, n) in zip(runs, narrowed, strict=True)
-            ]
-            present = [
-                e for e, held in zip(runs, self._concurrently(conn, lookups), strict=True) if len(held)
-            ]
-        bonuses.extend(Bonus(e, SHINGLE_BONUS / len(present), (frozenset(runs[e]),)) for e in present)
+            known = {e: None if near is None else near(r) for e, r in runs.items()}
+            pending = [e for e, kn in known.items() if kn is None or not kn[1]]  # FTS5 decides these
+            lookups = []
+            for e in pending:
+                candidates, fewest = narrow([runs[e]])
+                held = known[e]
+                lookups.append(
+                    partial(
+                        self._holders,
+                        expression=e,
+                        candidates=candidates if held is None else held[0],
+                        fewest=fewest,
+                        exists=True,
+                        where=(books, spans),
+                    )
+                )
+            looked = dict(zip(pending, self._concurrently(conn, lookups), strict=True))
+            settled = {e: kn[0] for e, kn in known.items() if kn is not None and kn[1]}
+            present = [e for e in runs if len(looked[e] if e in looked else settled[e])]
+        bonuses.extend(
+            Bonus(e, SHINGLE_BONUS / len(present), (frozenset(runs[e]),), (runs[e],)) for e in present
+        )
         return bonuses
 
     def lexical(
@@ -278,8 +293,8 @@ class IndexSearch(IndexPostings):
             spans = self._spans(conn, book_ids)
             if chapter_ids is None:
 
-                def bonuses_of(narrow: Narrow) -> list[Bonus]:
-                    return self._bonuses(conn, query, books, spans, narrow)
+                def bonuses_of(narrow: Narrow, near: Near | None) -> list[Bonus]:
+                    return self._bonuses(conn, query, books, spans, narrow, near)
 
                 where = (books, spans)
                 found = self._postings_rows(conn, (query, terms), k, per_book, book_ids, where, bonuses_of)

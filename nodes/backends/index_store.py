@@ -19,10 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from folio.nodes.backends.neighbours import skip_meta
+from folio.nodes.backends.postings import fts5_tokenizer
 from folio.nodes.backends.vector_segments import (
     Segment,
     usearch_index,
 )
+from folio.nodes.core.text import STOPWORDS
 from folio.nodes.core.types import FolioError, Hit
 
 FORMAT_VERSION = 2
@@ -59,6 +62,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
 CREATE TABLE IF NOT EXISTS postings(
     term TEXT NOT NULL, lo INTEGER NOT NULL, records BLOB NOT NULL, PRIMARY KEY(term, lo)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS postings_lo ON postings(lo);
+CREATE TABLE IF NOT EXISTS terms(id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS neighbours(
+    term TEXT NOT NULL, lo INTEGER NOT NULL, near BLOB NOT NULL, PRIMARY KEY(term, lo)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS neighbours_lo ON neighbours(lo);
 """
 )
 
@@ -203,6 +210,7 @@ def _meta_complete(conn: Any) -> bool:
     that opening need not write)."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
     wanted = {"meta", "books", "chapters", "chunks", "windows", "segments", "chunks_fts", "postings"}
+    wanted |= {"terms", "neighbours"}
     keys = {row[0] for row in conn.execute("SELECT key FROM meta")}
     mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     return (
@@ -264,6 +272,8 @@ class IndexStore:
                 )
                 if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:  # postings from the start
                     conn.execute("INSERT OR IGNORE INTO meta VALUES ('postings', 'complete')")
+                    skipped = skip_meta(fts5_tokenizer(conn, FTS_TOKENIZE), STOPWORDS)
+                    conn.execute("INSERT OR IGNORE INTO meta VALUES ('neighbours', ?)", (skipped,))
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(Exception):

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from folio.nodes.backends.index_store import FTS_TOKENIZE, IndexStore, apsw_busy, sql_in
-from folio.nodes.backends.postings import book_postings, fts5_tokenizer
+from folio.nodes.backends.neighbours import book_neighbours, skipped_terms
+from folio.nodes.backends.postings import fts5_tokenizer, tokens_postings
 from folio.nodes.backends.vector_segments import (
     Segment,
     after_removal,
@@ -34,15 +35,36 @@ def checkpoint(step: str) -> None:
     at that step."""
 
 
-def write_postings(conn: Any, chunks: Sequence[tuple[int, str]]) -> None:
-    """Insert the postings of one book's ``chunks`` (``(rowid, text)``), keyed by its first rowid."""
+def write_postings(conn: Any, chunks: Sequence[tuple[int, str]], neighbours: bool = True) -> None:
+    """Insert the postings of one book's ``chunks`` (``(rowid, text)``), keyed by its first rowid, and
+    (``neighbours``, in a library that has them) its neighbour rows."""
     if not chunks:
         return
     lo = min(rowid for rowid, _ in chunks)
     if max(rowid for rowid, _ in chunks) >= 2**32:
         raise FolioError(str(lo), "chunk keys beyond 2**32: the postings cannot hold them")
-    records = book_postings(fts5_tokenizer(conn, FTS_TOKENIZE), chunks)
+    tokenize = fts5_tokenizer(conn, FTS_TOKENIZE)
+    tokens = [(rowid, tokenize(text)) for rowid, text in chunks]
+    records = tokens_postings(tokens)
     conn.executemany("INSERT INTO postings VALUES (?, ?, ?)", [(t, lo, r) for t, r in records.items()])
+    skipped = skipped_terms(dict(conn.execute("SELECT key, value FROM meta WHERE key = 'neighbours'")))
+    if neighbours and skipped is not None:
+        ids = vocabulary(conn, {t for _, held in tokens for t in held})
+        rows = book_neighbours(tokens, ids, skipped)
+        conn.executemany("INSERT INTO neighbours VALUES (?, ?, ?)", [(t, lo, r) for t, r in rows.items()])
+
+
+def vocabulary(conn: Any, terms: set[str]) -> dict[str, int]:
+    """The library's id of each of ``terms``, new ones given the next ids (inside the write transaction)."""
+    ordered = sorted(terms)
+    sql = "SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))"
+    ids = {str(t): int(i) for t, i in conn.execute(sql, (json.dumps(ordered),))}
+    new = [t for t in ordered if t not in ids]
+    if new:
+        start = int(conn.execute("SELECT coalesce(max(id), 0) FROM terms").fetchone()[0]) + 1
+        conn.executemany("INSERT INTO terms VALUES (?, ?)", [(start + i, t) for i, t in enumerate(new)])
+        ids.update({t: start + i for i, t in enumerate(new)})
+    return ids
 
 
 @dataclass(frozen=True)
@@ -174,11 +196,12 @@ class IndexWrite(IndexStore):
             return []
         where, params = sql_in("book_id", book_ids)
         old_keys = [r[0] for r in conn.execute(f"SELECT key FROM windows WHERE {where}", params)]
-        conn.execute(
-            "DELETE FROM postings WHERE lo IN "
-            f"(SELECT min(rowid) FROM chunks WHERE {where} GROUP BY book_id)",
-            params,
-        )
+        for table in ("postings", "neighbours"):
+            conn.execute(
+                f"DELETE FROM {table} WHERE lo IN "
+                f"(SELECT min(rowid) FROM chunks WHERE {where} GROUP BY book_id)",
+                params,
+            )
         conn.execute(
             "INSERT INTO chunks_fts(chunks_fts, rowid, text) "
             "SELECT 'delete', rowid, text FROM chunks "

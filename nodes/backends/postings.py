@@ -15,7 +15,9 @@ the library's row count and mean length). A library made before the postings has
 
 Config: none (``POSTINGS_MIN_CHUNKS`` in ``nodes.backends.index_postings``). Limitations: a search of
 some chapters uses FTS5 (the postings do not know chapters); a query word the tokenizer cuts into several
-tokens is a phrase, which the postings cannot score (FTS5 does); the bonus phrases are still FTS5's.
+tokens is a phrase, which the postings cannot score (FTS5 does); the bonus phrases are found from the word
+neighbours beside them (``nodes.backends.neighbours``), and FTS5 checks only those the neighbours cannot
+settle (a phrase of more than five tokens, or one without a word to anchor it).
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ Tokenize = Callable[[str], Sequence[str]]
 @dataclass(frozen=True)
 class Bonus:
     """A lexical bonus: the MATCH ``expression`` of its phrases, its ``weight`` (in units of the best
-    bm25) and each phrase's tokens (``alternatives``: a chunk holding any one earns it)."""
+    bm25) and each phrase's tokens (``alternatives``: a chunk holding any one earns it; ``phrases``: the
+    same in order)."""
 
     expression: str
     weight: float
     alternatives: tuple[frozenset[str], ...]
+    phrases: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,9 +101,13 @@ def fts5_tokenizer(conn: object, spec: str) -> Tokenize:
 def book_postings(tokenize: Tokenize, chunks: Iterable[tuple[int, str]]) -> dict[str, bytes]:
     """One book's postings: term -> packed ``POSTING`` records (rowid order) of its chunks
     ``(rowid, text)``, and ``EVERY_CHUNK`` -> every chunk with its length."""
+    return tokens_postings([(rowid, tokenize(text)) for rowid, text in chunks])
+
+
+def tokens_postings(chunks: Iterable[tuple[int, Sequence[str]]]) -> dict[str, bytes]:
+    """``book_postings`` of chunks already cut into their tokens ``(rowid, tokens)``."""
     lists: dict[str, list[tuple[int, int, int]]] = {EVERY_CHUNK: []}
-    for rowid, text in chunks:
-        tokens = tokenize(text)
+    for rowid, tokens in chunks:
         size = len(tokens)
         lists[EVERY_CHUNK].append((rowid, 0, size))
         for term, freq in Counter(tokens).items():
