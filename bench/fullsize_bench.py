@@ -410,10 +410,12 @@ def index_library(real: Path, target: Path, windows: int) -> dict[str, Any]:
 
 
 def _postings_written(target: Path) -> dict[str, float]:
-    """Write the term postings of a library built before them (``write_every_postings``), timed."""
+    """Write the term postings and word neighbours of a library built before them
+    (``write_every_postings``), timed."""
     lib = Library(target)
     try:
-        if lib.index.settings().get("postings") == "complete":
+        held = lib.index.settings()
+        if held.get("postings") == "complete" and "neighbours" in held:
             return {}
         start = time.perf_counter()
         with lib.writer():
@@ -421,6 +423,18 @@ def _postings_written(target: Path) -> dict[str, float]:
         return {"postings_written_s": round(time.perf_counter() - start, 1)}
     finally:
         lib.close()
+
+
+def ten_book_library(work_dir: Path, data_dir: Path) -> Path:
+    """The scaling section's library of 10 small books (``bench.scaling.bench_library``, MiniLM vectors),
+    built once in ``work_dir``: what the 2 M-window latency is compared with."""
+    from bench.scaling import bench_library
+    from folio.dataflows.config import load_config
+    from folio.nodes.backends.encoder import load_encoder
+
+    config = load_config()
+    encoder = load_encoder(config["embedding_model"], config.get("encoder_precision", "auto"))
+    return bench_library(work_dir / "ten-books", data_dir, 10, encoder, str(config["vector_dtype"]))[0]
 
 
 def _warm_latency(lib: Library, rounds: int) -> dict[str, dict[str, float]]:
@@ -458,7 +472,31 @@ def _warm_latency(lib: Library, rounds: int) -> dict[str, dict[str, float]]:
     return {name: latency_summary(values) for name, values in times.items()}
 
 
-def index_measurement(library: str, book_file: str, rounds: int = 5, compact: bool = True) -> dict[str, Any]:
+def ten_book_ratio(lib: Library, small: str, rounds: int) -> dict[str, Any]:
+    """Warm hybrid ``api.search`` (k = 10) of ``lib`` and of the 10-book library ``small``, the two
+    interleaved query by query in this process (the same load on both): their p50/p95 and the ratio of
+    the p50s, what issue 30's target compares."""
+    from folio.dataflows.api import search
+
+    other = Library(small)
+    for query in QUERIES:  # a warm-up round of the small library
+        search(query, library=other, mode="hybrid", k=10)
+    times: dict[str, list[float]] = {"library": [], "ten_books": []}
+    for _ in range(rounds):
+        for query in QUERIES:
+            for name, each in (("library", lib), ("ten_books", other)):
+                t0 = time.perf_counter()
+                search(query, library=each, mode="hybrid", k=10)
+                times[name].append((time.perf_counter() - t0) * 1000)
+    other.close()
+    out: dict[str, Any] = {name: latency_summary(values) for name, values in times.items()}
+    out["p50_ratio"] = round(out["library"]["p50_ms"] / out["ten_books"]["p50_ms"], 2)
+    return out
+
+
+def index_measurement(
+    library: str, book_file: str, rounds: int = 5, compact: bool = True, small: str | None = None
+) -> dict[str, Any]:
     """In a fresh process: the first hybrid search after opening, warm hybrid p50/p95, open files, RSS,
     then adding ``book_file`` (real ingest) and removing it, and (``compact``) a compaction; the library is
     left with the same books (its segments compacted when ``compact``)."""
@@ -474,6 +512,8 @@ def index_measurement(library: str, book_file: str, rounds: int = 5, compact: bo
     out["books"] = len(lib.book_ids())
     out["segments"] = len(index.segments())
     out["warm"] = _warm_latency(lib, rounds)
+    if small is not None:
+        out["against_ten_books"] = ten_book_ratio(lib, small, rounds)
     out["open_files"] = open_files()
     out["rss_mb"] = rss_mb()
     out["disk_mb"] = disk_mb(Path(library))
@@ -494,6 +534,8 @@ def index_measurement(library: str, book_file: str, rounds: int = 5, compact: bo
             index.compact()
         out["compact"] = {"segments_before": before, "seconds": round(time.perf_counter() - start, 1)}
         out["warm_after_compact"] = _warm_latency(lib, rounds)  # one vector segment, FTS5 optimised
+        if small is not None:
+            out["against_ten_books_after_compact"] = ten_book_ratio(lib, small, rounds)
     out["peak_rss_mb"] = peak_rss_mb()
     lib.close()
     return out
@@ -597,7 +639,8 @@ def fullsize_bench(
     if "index" in parts and (real / "library.sqlite").exists():
         target = work_dir / f"index-{windows}"
         result["index_build"] = index_library(real, target, windows)
-        result["index"] = in_fresh_process(index_measurement, str(target), str(extra), 5, compact)
+        small = str(ten_book_library(work_dir, data_dir))
+        result["index"] = in_fresh_process(index_measurement, str(target), str(extra), 5, compact, small)
         result["serve"] = serve_start(str(target))
         scratch = work_dir / "empty"
         shutil.rmtree(scratch, ignore_errors=True)

@@ -75,9 +75,22 @@ def _index_rows(index: dict[str, Any], empty: Any) -> list[tuple[str, str]]:
             "open files / RSS / disk",
             f"{index['open_files']} / {index['rss_mb']:,} MB / {index['disk_mb']:,} MB",
         ),
+        *_ten_book_rows(index.get("against_ten_books"), f"{index['segments']} vector segment(s)"),
         ("add one full-length book: this library / an empty one", f"{index['add_one_book_s']} s / {empty} s"),
         ("remove that book", f"{index['remove_one_book_s']} s"),
         *_compact_rows(index),
+    ]
+
+
+def _ten_book_rows(ratio: dict[str, Any] | None, state: str) -> list[tuple[str, str]]:
+    """The 2 M-window hybrid p50 against the 10-book library's, measured interleaved in one process."""
+    if not ratio:
+        return []
+    return [
+        (
+            f"hybrid p50 / p95, this library ({state}) and 10 small books, interleaved; ratio of p50s",
+            f"{_p50_p95(ratio['library'])}; {_p50_p95(ratio['ten_books'])}; **{ratio['p50_ratio']}x**",
+        )
     ]
 
 
@@ -98,6 +111,7 @@ def _compact_rows(index: dict[str, Any]) -> list[tuple[str, str]]:
             f"{index['warm_after_compact']['hybrid']['p50_ms']} / "
             f"{index['warm_after_compact']['lexical']['p50_ms']} ms",
         ),
+        *_ten_book_rows(index.get("against_ten_books_after_compact"), "compacted"),
     ]
 
 
@@ -154,6 +168,21 @@ def fullsize_plot(result: dict[str, Any], small_rows: Sequence[dict[str, Any]], 
     xs = [p[0] for p in points]
     ax.plot(xs, [p[1] for p in points], "o-", color="#c0504d", label="hybrid p50")
     ax.plot(xs, [p[2] for p in points], "s--", color="#c0504d", alpha=0.5, label="hybrid p95")
+    index = result.get("index") or {}
+    if "warm_after_compact" in index:  # the same library folded into one vector segment
+        after = index["warm_after_compact"]["hybrid"]
+        ax.plot([index["windows"]] * 2, [after["p50_ms"], after["p95_ms"]], "*", color="#4f81bd", ms=10)
+        ax.plot([], [], "*", color="#4f81bd", label="after compaction: p50, p95")
+    beside = index.get("against_ten_books")
+    if beside:  # the 10-book library measured interleaved with it, in the same process
+        ten = beside["ten_books"]
+        ax.plot(
+            [50, 50],
+            [ten["p50_ms"], ten["p95_ms"]],
+            "D",
+            color="#9bbb59",
+            label="10 books, measured beside it",
+        )
     ax.set_xscale("log")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("windows in the library")

@@ -116,3 +116,33 @@ def test_a_killed_ingest_run_again_ingests_each_book_once(real_chapters, tmp_pat
         assert lib.index.check() == [] and not list((library / "staging").iterdir())
     finally:
         lib.close()
+
+
+def test_the_report_gives_the_2m_latency_against_the_ten_books_measured_beside_it() -> None:
+    from bench.fullsize_report import fullsize_table
+
+    summary = {"p50_ms": 1.0, "p95_ms": 2.0}
+    warm = {
+        name: summary for name in ("hybrid", "lexical", "query_encoding", "semantic_index", "lexical_index")
+    }
+    index = {
+        "windows": 2_000_090,
+        "books": 1291,
+        "segments": 9,
+        "first_hybrid_after_open_s": 0.7,
+        "warm": warm,
+        "open_files": 18,
+        "rss_mb": 1200.0,
+        "disk_mb": 9000.0,
+        "add_one_book_s": 14.0,
+        "remove_one_book_s": 0.5,
+        "against_ten_books": {
+            "library": {"p50_ms": 30.0, "p95_ms": 60.0},
+            "ten_books": {"p50_ms": 10.0, "p95_ms": 12.0},
+            "p50_ratio": 3.0,
+        },
+    }
+    table = fullsize_table({"index": index, "add_to_empty_s": 12.0})
+    row = next(line for line in table.splitlines() if "10 small books" in line)
+    assert "9 vector segment(s)" in row and "30.0 / 60.0 ms; 10.0 / 12.0 ms; **3.0x**" in row
+    assert "compacted" not in table  # no compaction measured, no row for it
