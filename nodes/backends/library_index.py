@@ -6,13 +6,15 @@ Files in the library directory::
                             (FTS5, external content, porter unicode61 remove_diacritics 2), windows
                             (window key -> chunk, with the window's float32 vector), segments (the
                             vectors files of the current generation, ``nodes.backends.vector_segments``),
-                            postings (per term and book, ``nodes.backends.postings``)
+                            postings (per term and book, ``nodes.backends.postings``), terms and
+                            neighbours (word neighbours, ``nodes.backends.neighbours``)
     vectors-<G>.usearch     an HNSW segment written by generation G, never changed after; keys = window
                             keys (a run of them)
 
 A query is one index lookup whatever the number of books: lexical search is one FTS5 statement with
 library-wide term statistics, filtered by book and chapter columns (a search of a large library, whole or
-of some books, scores the same bm25 from the term postings instead, FTS5 finding only the bonus phrases);
+of some books, scores the same bm25 from the term postings instead, the word neighbours finding the bonus
+phrases and FTS5 only those they cannot settle);
 semantic search asks each HNSW segment for candidates and re-scores their union exactly from the stored
 float32 vectors (so a quantised index costs little quality), or, for a scope of some books or chapters,
 an exact scan of that scope's vectors (cached per book, bounded). Hits carry their book and chapter.
