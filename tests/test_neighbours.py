@@ -24,19 +24,12 @@ from folio.nodes.backends.neighbours import (
     occurrences,
 )
 from folio.nodes.backends.postings import tokens_postings, unpack
+from tests import test_postings
 
 QUERIES = (
-    "the wolf ate the grandmother",
-    "Why did the queen want Snow-white dead?",
-    "What did Peter Rabbit lose in Mr. McGregor's garden?",
-    "Off with her head!",
-    "the king's daughter at the well",
-    "Who said 'we're all mad here'?",
-    "How many kids did the old goat have?",
-    "once upon a time there was a king who had three daughters",
+    *test_postings.QUERIES,
+    "once upon a time there was a king who had three daughters",  # a whole-query phrase over five tokens
     "What did the miller's daughter spin into gold for the king?",
-    "café au lait o'clock",
-    "sea",
     "zzzzqqq of the",
 )
 
@@ -158,17 +151,6 @@ def test_the_chunks_found_from_the_neighbours_are_fts5s_phrase_matches(fairy_cop
     assert checked >= 100 and exact >= 60
 
 
-def _both_paths(index, query: str, k: int, per_book: bool, monkeypatch, books=None) -> tuple[list, list]:
-    monkeypatch.setattr(index_postings, "POSTINGS_MIN_CHUNKS", 10**9)
-    fts5 = index.lexical(query, k, books, per_book=per_book)
-    monkeypatch.setattr(index_postings, "POSTINGS_MIN_CHUNKS", 0)
-    fast = index.lexical(query, k, books, per_book=per_book)
-    return (
-        [(h.book_id, h.chunk_id, h.score) for h in fts5],
-        [(h.book_id, h.chunk_id, h.score) for h in fast],
-    )
-
-
 def test_a_search_with_the_neighbours_equals_fts5s_without_its_phrase_lookups(
     fairy_copy: Library, monkeypatch
 ) -> None:
@@ -196,7 +178,7 @@ def test_a_search_with_the_neighbours_equals_fts5s_without_its_phrase_lookups(
     for books in (None, every[:1], every[1:]):
         for query in QUERIES:
             for k, per_book in ((1, False), (10, False), (30, False), (1, True), (3, True)):
-                fts5, fast = _both_paths(index, query, k, per_book, monkeypatch, books)
+                fts5, fast = test_postings.exact_and_postings(index, query, k, per_book, monkeypatch, books)
                 assert fast == fts5, (query, k, per_book, books)
     assert len(exact) >= 20 and not exact & set(looked), sorted(exact & set(looked))[:5]
     assert '"the wolf ate the grandmother"' in looked

@@ -120,7 +120,7 @@ def fairy_copy(fairytale_library: Path, tmp_path_factory) -> Library:
     return Library(target)
 
 
-def _exact_and_postings(
+def exact_and_postings(
     index, query: str, k: int, per_book: bool, monkeypatch, books: list[str] | None = None
 ) -> tuple[list, list]:
     monkeypatch.setattr(index_postings, "POSTINGS_MIN_CHUNKS", 10**9)
@@ -168,7 +168,7 @@ def test_a_search_from_the_postings_equals_fts5s_to_the_last_bit(fairy_copy: Lib
     for books in (None, every[:1], every[1:], [*every, "not-a-book"]):
         for query in QUERIES:
             for k, per_book in ((1, False), (10, False), (30, False), (1, True), (3, True)):
-                fts5, fast = _exact_and_postings(index, query, k, per_book, monkeypatch, books)
+                fts5, fast = exact_and_postings(index, query, k, per_book, monkeypatch, books)
                 assert fast == fts5, (query, k, per_book, books)
     assert sum(used) >= 160  # the postings did the scoring (not FTS5 twice)
 
@@ -185,7 +185,7 @@ def test_removing_a_book_removes_its_postings(fairy_copy: Library, monkeypatch) 
         assert conn.execute("SELECT count(*) FROM postings WHERE lo = ?", (lo,)).fetchone()[0] == 0
     assert index.postings_problem() is None
     for query in QUERIES[:5]:
-        fts5, fast = _exact_and_postings(index, query, 10, False, monkeypatch)
+        fts5, fast = exact_and_postings(index, query, 10, False, monkeypatch)
         assert fast == fts5 and all(b != book for b, _, _ in fast), query
 
 

@@ -259,6 +259,8 @@ class IndexPostings(IndexStore):
         sql = f"SELECT lo, near FROM neighbours WHERE term = ?{within[0]} ORDER BY lo"
         answers: dict[tuple[str, ...], tuple[np.ndarray, bool] | None] = {}
         found: dict[str, Occurrences | None] = {}  # an anchor word's occurrences, read once a search
+        ids: dict[str, int] = {}  # the vocabulary ids of the tokens looked up (a search looks each up once)
+        looked_up: set[str] = set()
 
         def occurring(word: str) -> Occurrences | None:
             if word not in found:
@@ -280,13 +282,17 @@ class IndexPostings(IndexStore):
                 held = None if at is None else occurring(tokens[at.index])
                 answers[key] = None
                 if at is not None and held is not None:
-                    answers[key] = (holding(held, at.index, tokens, self._term_ids(conn, tokens)), at.exact)
+                    new = set(tokens) - looked_up
+                    if new:
+                        looked_up.update(new)
+                        ids.update(self._term_ids(conn, new))
+                    answers[key] = (holding(held, at.index, tokens, ids), at.exact)
             return answers[key]
 
         return near
 
     @staticmethod
-    def _term_ids(conn: Any, tokens: Sequence[str]) -> dict[str, int]:
+    def _term_ids(conn: Any, tokens: Collection[str]) -> dict[str, int]:
         """The vocabulary ids of those of ``tokens`` the library holds."""
         sql = "SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))"
         return {str(t): int(i) for t, i in conn.execute(sql, (json.dumps(sorted(set(tokens))),))}

@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from folio.nodes.backends import index_write
-from folio.nodes.backends.index_store import FTS_TOKENIZE
 from folio.nodes.backends.index_write import IndexWrite, write_postings
-from folio.nodes.backends.neighbours import MARKER, skip_meta, skipped_terms
-from folio.nodes.backends.postings import EVERY_CHUNK, POSTING, fts5_tokenizer
+from folio.nodes.backends.neighbours import MARKER, skipped_terms
+from folio.nodes.backends.postings import EVERY_CHUNK, POSTING
 from folio.nodes.backends.progress import NullProgress, Progress
 from folio.nodes.backends.vector_segments import (
     Segment,
 )
-from folio.nodes.core.text import STOPWORDS
 
 
 class IndexRecovery(IndexWrite):
@@ -66,8 +64,7 @@ class IndexRecovery(IndexWrite):
         progress = progress or NullProgress()
         conn.execute("DELETE FROM postings")
         conn.execute("DELETE FROM neighbours")
-        skipped = skip_meta(fts5_tokenizer(conn, FTS_TOKENIZE), STOPWORDS)
-        conn.execute("INSERT OR IGNORE INTO meta VALUES ('neighbours', ?)", (skipped,))
+        IndexRecovery._start_neighbours(conn)
         books = [b for (b,) in conn.execute("SELECT DISTINCT book_id FROM chunks ORDER BY book_id")]
         progress.add_total(len(books))
         for book_id in books:

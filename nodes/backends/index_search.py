@@ -232,7 +232,7 @@ class IndexSearch(IndexPostings):
         phrases = fts_phrases(query)
         phrase = fts_phrase_expression(phrases)
         if phrase is not None:
-            bonuses.append(Bonus(phrase, PHRASE_BONUS, tuple(frozenset(p) for p in phrases), phrases))
+            bonuses.append(Bonus(phrase, PHRASE_BONUS, phrases))
         runs = {fts_phrase_expression((s,)) or "": s for s in fts_shingles(query)}
         if narrow is None:
             present = self._present(conn, list(runs), books, spans)
@@ -256,9 +256,7 @@ class IndexSearch(IndexPostings):
             looked = dict(zip(pending, self._concurrently(conn, lookups), strict=True))
             settled = {e: kn[0] for e, kn in known.items() if kn is not None and kn[1]}
             present = [e for e in runs if len(looked[e] if e in looked else settled[e])]
-        bonuses.extend(
-            Bonus(e, SHINGLE_BONUS / len(present), (frozenset(runs[e]),), (runs[e],)) for e in present
-        )
+        bonuses.extend(Bonus(e, SHINGLE_BONUS / len(present), (runs[e],)) for e in present)
         return bonuses
 
     def lexical(

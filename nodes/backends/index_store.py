@@ -272,13 +272,19 @@ class IndexStore:
                 )
                 if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:  # postings from the start
                     conn.execute("INSERT OR IGNORE INTO meta VALUES ('postings', 'complete')")
-                    skipped = skip_meta(fts5_tokenizer(conn, FTS_TOKENIZE), STOPWORDS)
-                    conn.execute("INSERT OR IGNORE INTO meta VALUES ('neighbours', ?)", (skipped,))
+                    self._start_neighbours(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(Exception):
                     conn.execute("ROLLBACK")
                 raise
+
+    @staticmethod
+    def _start_neighbours(conn: Any) -> None:
+        """Inside a write transaction: the mark that the library keeps word neighbours from now on, with its
+        stop words' tokens (``nodes.backends.neighbours``); a mark already there is kept."""
+        skipped = skip_meta(fts5_tokenizer(conn, FTS_TOKENIZE), STOPWORDS)
+        conn.execute("INSERT OR IGNORE INTO meta VALUES ('neighbours', ?)", (skipped,))
 
     # --- connections -----------------------------------------------------------------------------
     def _conn(self) -> Any:

@@ -35,9 +35,9 @@ def checkpoint(step: str) -> None:
     at that step."""
 
 
-def write_postings(conn: Any, chunks: Sequence[tuple[int, str]], neighbours: bool = True) -> None:
-    """Insert the postings of one book's ``chunks`` (``(rowid, text)``), keyed by its first rowid, and
-    (``neighbours``, in a library that has them) its neighbour rows."""
+def write_postings(conn: Any, chunks: Sequence[tuple[int, str]]) -> None:
+    """Insert the postings of one book's ``chunks`` (``(rowid, text)``), keyed by its first rowid, and (in a
+    library that has them) its word neighbours."""
     if not chunks:
         return
     lo = min(rowid for rowid, _ in chunks)
@@ -48,7 +48,7 @@ def write_postings(conn: Any, chunks: Sequence[tuple[int, str]], neighbours: boo
     records = tokens_postings(tokens)
     conn.executemany("INSERT INTO postings VALUES (?, ?, ?)", [(t, lo, r) for t, r in records.items()])
     skipped = skipped_terms(dict(conn.execute("SELECT key, value FROM meta WHERE key = 'neighbours'")))
-    if neighbours and skipped is not None:
+    if skipped is not None:
         ids = vocabulary(conn, {t for _, held in tokens for t in held})
         rows = book_neighbours(tokens, ids, skipped)
         conn.executemany("INSERT INTO neighbours VALUES (?, ?, ?)", [(t, lo, r) for t, r in rows.items()])

@@ -13,11 +13,11 @@ then checks.
 Layout (in ``library.sqlite``, written and deleted with the book's chunks, in the commit's transaction):
 ``terms(term, id)`` the library's vocabulary (ids from 1, never reused; 0 is "no token": the chunk's
 edge); ``neighbours(term, lo, near)`` for each (term, book) the ``NEAR`` rows of the term's occurrences,
-in the order of its postings (chunk by chunk, then by position), and for the term ``""`` the number of
-rows written for the book (what ``check`` compares). The library's stop words' tokens (stored in meta
-``neighbours`` when the library starts with them) never anchor a phrase and get no rows: half the
-tokens of English prose, so the rows hold about one id quadruple per two tokens (about the size of the
-postings).
+in the order of its postings (chunk by chunk, then by position), and for the term ``""`` a marker row
+(the number of terms given rows; ``check`` looks for each book's marker). The library's stop words'
+tokens (stored in meta ``neighbours`` when the library starts with them) never anchor a phrase and get
+no rows: half the tokens of English prose, so the rows hold about one id quadruple per two tokens (about
+the size of the postings).
 
 Config: none. Limitations: a library made before the neighbours has none until ``compact`` (``folio
 doctor --compact``) writes them, and searches with FTS5's phrase queries until then.
@@ -76,7 +76,8 @@ def anchor(tokens: Sequence[str], counts: Mapping[str, int], skipped: Collection
 
 def chunk_neighbours(ids: np.ndarray) -> np.ndarray:
     """The ``NEAR`` rows (n x 4) of a chunk's token ids in order: the ids at -2, -1, +1, +2 of each."""
-    padded = np.concatenate([np.zeros(REACH, NEAR), ids.astype(NEAR), np.zeros(REACH, NEAR)])
+    edge = np.full(REACH, NO_TOKEN, dtype=NEAR)
+    padded = np.concatenate([edge, ids.astype(NEAR), edge])
     n = len(ids)
     return np.stack([padded[0:n], padded[1 : n + 1], padded[3 : n + 3], padded[4 : n + 4]], axis=1)
 

@@ -39,13 +39,16 @@ Tokenize = Callable[[str], Sequence[str]]
 @dataclass(frozen=True)
 class Bonus:
     """A lexical bonus: the MATCH ``expression`` of its phrases, its ``weight`` (in units of the best
-    bm25) and each phrase's tokens (``alternatives``: a chunk holding any one earns it; ``phrases``: the
-    same in order)."""
+    bm25) and each phrase's tokens in order (``phrases``: a chunk holding any one earns it)."""
 
     expression: str
     weight: float
-    alternatives: tuple[frozenset[str], ...]
-    phrases: tuple[tuple[str, ...], ...] = ()
+    phrases: tuple[tuple[str, ...], ...]
+
+    @property
+    def alternatives(self) -> tuple[frozenset[str], ...]:
+        """Each phrase's tokens as a set (which words a chunk must hold to hold it)."""
+        return tuple(frozenset(p) for p in self.phrases)
 
 
 @dataclass(frozen=True)
