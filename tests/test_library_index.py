@@ -36,6 +36,7 @@ import pytest
 
 import folio.nodes.backends.index_search as index_search
 import folio.nodes.backends.index_write as index_write
+import folio.nodes.backends.postings_runs as postings_runs
 from bench.scaling import generated_library, open_files, small_books
 from folio.dataflows.api import search
 from folio.dataflows.library import Library
@@ -46,11 +47,23 @@ from folio.nodes.core.types import FolioError, StagedBook
 from folio.nodes.ingest.lexical import SCHEMA as STAGED_SCHEMA
 from tests.conftest import REPO_DIR
 
-COMMIT_STEPS = ("begin", "deleted", "inserted", "segment_built", "vectors_written", "committed", "cleaned")
-BEFORE_COMMIT = COMMIT_STEPS[:5]  # a crash here leaves the old library; at the others, the new one
-COMPACT_STEPS = ("segment_built", "compacted", "committed")  # ``LibraryIndex.compact``
+COMMIT_STEPS = (
+    "begin",
+    "deleted",
+    "inserted",
+    "runs_written",
+    "segment_built",
+    "vectors_written",
+    "committed",
+    "cleaned",
+)
+BEFORE_COMMIT = COMMIT_STEPS[:6]  # a crash here leaves the old library; at the others, the new one
+COMPACT_STEPS = ("runs_written", "segment_built", "compacted", "committed")  # ``LibraryIndex.compact``
 # Each write and the steps it passes: adding the fourth book to the three-segment library folds all
 # three into its new segment (a merge); removing the first book drops its segment and writes no file.
+# Postings runs fold every second waiting book (``RUN_MIN_BOOKS``): the base holds one run of its first
+# two books, adding the fourth folds the third and fourth, removing the first leaves it dead in its run.
+RUN_MIN_BOOKS = 2
 CRASHES = [
     *(("add", step) for step in COMMIT_STEPS),
     *(("remove", step) for step in COMMIT_STEPS if step != "segment_built"),
@@ -354,7 +367,13 @@ def small(tmp_path_factory, data_dir) -> SmallLibraries:
     root = tmp_path_factory.mktemp("small")
     pieces = small_books(data_dir, 4, words=250)
     full = generated_library(root / "full", pieces)
-    base = generated_library(root / "base", pieces[:3], batch=1)  # three commits: three segments
+    before, postings_runs.RUN_MIN_BOOKS = postings_runs.RUN_MIN_BOOKS, RUN_MIN_BOOKS
+    try:
+        base = generated_library(root / "base", pieces[:3], batch=1)  # three commits: three segments
+    finally:
+        postings_runs.RUN_MIN_BOOKS = before
+    with base.index._reading() as conn:
+        assert [(r.dead, r.live > 0) for r in postings_runs.read_runs(conn)] == [(0, True)]
     assert len(base.index.segments()) == 3
     books = [rows_of(base.index, d["book_id"]) for d in base.index.descriptors()]
     new = next(
@@ -374,6 +393,7 @@ CRASH_SCRIPT = """
 import json, os, sys
 import folio.dataflows.library as library
 import folio.nodes.backends.index_write as index_write
+import folio.nodes.backends.postings_runs as postings_runs
 from folio.nodes.core.types import StagedBook
 
 op, path, step, occurrence, arg = sys.argv[1:6]
@@ -387,6 +407,7 @@ def crash(name):
             os._exit(3)
 
 index_write.checkpoint = crash
+postings_runs.RUN_MIN_BOOKS = int(os.environ["FOLIO_TEST_RUN_MIN_BOOKS"])
 lib = library.Library(path)
 if op == "upgrade":
     library.UPGRADE_BATCH = 2
@@ -406,7 +427,7 @@ lib.close()
 def crashing(op: str, path: Path, step: str, arg: str = "", occurrence: int = 1) -> subprocess.Popen:
     """A write (``add`` a staged book, ``remove`` a book, ``compact``, ``upgrade``) in a fresh process
     that dies with ``os._exit(3)`` at the ``occurrence``-th checkpoint ``step``."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "FOLIO_TEST_RUN_MIN_BOOKS": str(RUN_MIN_BOOKS)}
     argv = [sys.executable, "-c", CRASH_SCRIPT, op, str(path), step, str(occurrence), arg]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -815,7 +836,7 @@ def test_hybrid_cli_search_of_a_thousand_books_works_under_256_open_files(thousa
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
-    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "FOLIO_TEST_RUN_MIN_BOOKS": str(RUN_MIN_BOOKS)}
     argv = [sys.executable, "-m", "folio.dataflows.cli", "search", "the white whale", "--mode", "hybrid"]
     proc = subprocess.run(
         [*argv, "-k", "5", "--library", str(thousand_books)],

@@ -125,17 +125,14 @@ def test_the_chunks_found_from_the_neighbours_are_fts5s_phrase_matches(fairy_cop
             phrase = words[start : start + size]
             if rng.random() < 0.3:
                 phrase[rng.randrange(size)] = rng.choice(words)
-            held = {}
+            held, rows_of = {}, index._term_rows(conn, None)
             for term in {t for t in phrase if t not in skipped}:
-                sql = "SELECT lo, records FROM postings WHERE term = ? ORDER BY lo"
-                read = list(conn.execute(sql, (term,)))
+                read = rows_of("postings", term)
                 held[term] = (unpack(r[1] for r in read), [int(r[0]) for r in read])
+            records = {t: h[0] for t, h in held.items()}
+            everyone = np.ones(len(texts) + 1, dtype=np.int64)  # no book removed: every rowid is a chunk
             near = index._near(
-                conn,
-                tokenize,
-                {t: h[0] for t, h in held.items()},
-                {t: h[1] for t, h in held.items()},
-                ("", []),
+                conn, tokenize, (records, records, everyone), {t: h[1] for t, h in held.items()}, rows_of
             )
             assert near is not None
             answer = near(phrase)

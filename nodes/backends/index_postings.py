@@ -6,7 +6,10 @@ to five tokens with a word to anchor it is settled in numpy from that word's occ
 others, but only where they can matter: among the chunks the neighbours leave (or, without neighbours,
 those holding all of a phrase's query words; none: FTS5 is not asked; few: chunk by chunk), and for the
 ``k`` best only among those that can still rank; the lookups run on several threads at once (the caller's
-and workers', each on its own connection over the same snapshot), the rarest phrases first.
+and workers', each on its own connection over the same snapshot), the rarest phrases first. A search of
+the whole library reads each word's postings and neighbours from the postings runs
+(``nodes.backends.postings_runs``: a row per run, then one per book in no run), masking out the records of
+books removed since a run was written.
 
 Config: none (``POSTINGS_MIN_CHUNKS``, ``POINT_CHECK_POSTINGS``, ``PHRASE_WORKERS``). Limitations: see
 ``nodes.backends.postings``; a library made before the postings, or smaller than
@@ -41,6 +44,7 @@ from folio.nodes.backends.postings import (
     scored,
     unpack,
 )
+from folio.nodes.backends.postings_runs import Run, alive, covered, read_runs
 from folio.nodes.backends.workers import available_cores
 
 POSTINGS_MIN_CHUNKS = 20_000  # from this many chunks a search of the whole library or of books reads them
@@ -192,15 +196,13 @@ class IndexPostings(IndexStore):
         books = None if book_ids is None else self._first_rowids(conn, book_ids)
         if books is not None and not books:
             return []
-        within, params = "", []  # type: tuple[str, list[object]]
-        if books is not None:
-            within, params = " AND lo IN (SELECT value FROM json_each(?))", [str(books)]
-        sql = f"SELECT lo, records FROM postings WHERE term = ?{within} ORDER BY lo"
-        read = [list(conn.execute(sql, (t[0], *params))) for t in tokens]
-        per_term = [unpack(r[1] for r in rows) for rows in read]
-        held_by = {t[0]: p for t, p in zip(tokens, per_term, strict=True)}
+        rows_of = self._term_rows(conn, books)
+        read = [rows_of("postings", t[0]) for t in tokens]
+        raw = {t[0]: unpack(r[1] for r in rows) for t, rows in zip(tokens, read, strict=True)}
+        held_by = {t: self._live(conn, records, corpus) for t, records in raw.items()}
+        per_term = [held_by[t[0]] for t in tokens]
         los = {t[0]: [int(r[0]) for r in rows] for t, rows in zip(tokens, read, strict=True)}
-        near = self._near(conn, tokenize, held_by, los, (within, params))
+        near = self._near(conn, tokenize, (held_by, raw, corpus.owners), los, rows_of)
 
         narrowed_by: dict[tuple[frozenset[str], ...], tuple[np.ndarray | None, int]] = {}
         holding: dict[str, np.ndarray] = {}  # a query word -> which rowids hold it
@@ -241,22 +243,56 @@ class IndexPostings(IndexStore):
         rows = self.chunks_by_rowid(conn, [r for r, _ in top])
         return [(*rows[r], score, found.best) for r, score in top if r in rows]
 
+    def _runs(self, conn: Any) -> tuple[Run, ...]:
+        """The library's postings runs (``postings_runs``), cached per generation."""
+        runs: tuple[Run, ...] = self._cached(conn, "runs", read_runs)
+        return runs
+
+    def _term_rows(self, conn: Any, books: Sequence[int] | None) -> Callable[[str, str], list[tuple]]:
+        """A reader of one term's rows of ``"postings"`` or ``"neighbours"`` over the books searched
+        (``books``: their first rowids; None: the whole library), ``(key, blob)`` in the order of the
+        records: a book's row keyed by its first rowid; for the whole library, each postings run's row
+        (keyed by minus its id), then the books in no run."""
+        runs = self._runs(conn) if books is None else ()
+        column = {"postings": "records", "neighbours": "near"}
+
+        def rows_of(table: str, term: str) -> list[tuple]:
+            if books is not None:
+                sql = f"SELECT lo, {column[table]} FROM {table} WHERE term = ? AND lo IN "
+                return list(
+                    conn.execute(sql + "(SELECT value FROM json_each(?)) ORDER BY lo", (term, str(books)))
+                )
+            merged = f"SELECT -run, {column[table]} FROM run_{table} WHERE term = ? ORDER BY run"
+            newer = f"SELECT lo, {column[table]} FROM {table} WHERE term = ? AND lo > ? ORDER BY lo"
+            held = list(conn.execute(merged, (term,))) if runs else []
+            return held + list(conn.execute(newer, (term, covered(runs))))
+
+        return rows_of
+
+    def _live(self, conn: Any, records: np.ndarray, corpus: Corpus) -> np.ndarray:
+        """``records`` less those of books removed since their postings run was written (none when no
+        run holds a removed book)."""
+        if not any(r.dead for r in self._runs(conn)):
+            return records
+        return records[alive(records["rowid"].astype(np.int64), corpus.owners)]
+
     def _near(
         self,
         conn: Any,
         tokenize: Callable[[str], Sequence[str]],
-        held_by: dict[str, np.ndarray],
+        held: tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray],
         los: dict[str, list[int]],
-        within: tuple[str, list[object]],
+        rows_of: Callable[[str, str], list[tuple]],
     ) -> Near | None:
-        """The word neighbours' answer for a phrase (``Near``) over the books searched (``within``: the
-        SQL filter of their postings rows), anchored on a query word (``held_by``: its postings, ``los``:
-        their rows' books); None for a library without neighbours (until ``compact``)."""
+        """The word neighbours' answer for a phrase (``Near``) over the books searched (``rows_of``: their
+        rows of a term, ``_term_rows``), anchored on a query word (``held``: each word's live postings, its
+        postings as read, and each rowid's book, 0 for none; ``los``: the keys of the rows read); None for a
+        library without neighbours (until ``compact``)."""
         skipped = self._cached(conn, "neighbourless", lambda c: skipped_terms(self._meta(c)))
         if skipped is None:
             return None
+        held_by, raw, owners = held
         counts = {t: len(p) for t, p in held_by.items()}
-        sql = f"SELECT lo, near FROM neighbours WHERE term = ?{within[0]} ORDER BY lo"
         answers: dict[tuple[str, ...], tuple[np.ndarray, bool] | None] = {}
         found: dict[str, Occurrences | None] = {}  # an anchor word's occurrences, read once a search
         ids: dict[str, int] = {}  # the vocabulary ids of the tokens looked up (a search looks each up once)
@@ -264,14 +300,18 @@ class IndexPostings(IndexStore):
 
         def occurring(word: str) -> Occurrences | None:
             if word not in found:
-                rows = list(conn.execute(sql, (word, *within[1])))
+                rows = rows_of("neighbours", word)
                 found[word] = None  # rows that do not match the postings: FTS5 decides
                 if [int(r[0]) for r in rows] == los[word]:
-                    records = held_by[word]
+                    records = raw[word]
                     with contextlib.suppress(ValueError):
                         found[word] = occurrences(
                             records["rowid"], records["freq"], b"".join(r[1] for r in rows)
                         )
+                    every = found[word]
+                    if every is not None and len(records) != len(held_by[word]):
+                        keep = alive(every.owners, owners)
+                        found[word] = Occurrences(every.owners[keep], every.rows[keep])
             return found[word]
 
         def near(phrase: Sequence[str]) -> tuple[np.ndarray, bool] | None:

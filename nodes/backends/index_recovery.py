@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from folio.nodes.backends import index_write
 from folio.nodes.backends.index_write import IndexWrite, write_postings
 from folio.nodes.backends.neighbours import MARKER, skipped_terms
 from folio.nodes.backends.postings import EVERY_CHUNK, POSTING
+from folio.nodes.backends.postings_runs import rewrite_runs, runs_problem
 from folio.nodes.backends.progress import NullProgress, Progress
 from folio.nodes.backends.vector_segments import (
     Segment,
@@ -25,8 +27,9 @@ class IndexRecovery(IndexWrite):
     """The library index's checks and recovery."""
 
     def compact(self, progress: Progress | None = None) -> int:
-        """Fold every vector segment into one file (a new generation, one transaction, as ``commit``),
-        then let FTS5 merge its own segments (``optimize``); returns the number of windows indexed. Also
+        """Fold every vector segment into one file and every book's postings into one run (a new generation,
+        one transaction, as ``commit``), then let FTS5 merge its own segments (``optimize``); returns the
+        number of windows indexed. Also
         how a missing or damaged vectors file is rebuilt (``rebuild_vectors``), and how a library made
         before the term postings gets them (``progress``: a book at a time)."""
         conn = self._conn()
@@ -37,6 +40,8 @@ class IndexRecovery(IndexWrite):
             generation = int(meta["generation"])
             if meta.get("postings") != "complete" or skipped_terms(meta) is None:
                 self._write_every_postings(conn, progress)
+            rewrite_runs(conn, generation + 1)
+            index_write.checkpoint("runs_written")
             if "ndim" in meta:  # no segment kept: one new one over every key
                 top = int(meta["next_window"]) - 1
                 written = self._write_segments(conn, generation + 1, (), (), (1, top), meta)
@@ -76,20 +81,34 @@ class IndexRecovery(IndexWrite):
         progress.close()
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('postings', 'complete')")
 
-    def write_every_postings(self, progress: Progress | None = None) -> None:
-        """Write the postings of every book, as a new generation (one transaction): what ``compact`` does
-        first for a library made before them, on its own."""
+    def _as_new_generation(self, write: Callable[[Any, int], None]) -> None:
+        """``write(connection, next generation)`` in one write transaction that makes the next generation."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            generation = int(self._meta(conn)["generation"])
-            self._write_every_postings(conn, progress)
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(generation + 1),))
+            generation = int(self._meta(conn)["generation"]) + 1
+            write(conn, generation)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(generation),))
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")
             raise
+
+    def write_every_postings(self, progress: Progress | None = None) -> None:
+        """Write the postings of every book and one postings run of them all, as a new generation (one
+        transaction): what ``compact`` does first for a library made before them, on its own."""
+
+        def write(conn: Any, generation: int) -> None:
+            self._write_every_postings(conn, progress)
+            rewrite_runs(conn, generation)
+
+        self._as_new_generation(write)
+
+    def write_runs(self) -> None:
+        """Fold every book's postings into one run, as a new generation (one transaction): how a library
+        made before the runs gets them without the rest of ``compact``."""
+        self._as_new_generation(rewrite_runs)
 
     def segments(self) -> tuple[Segment, ...]:
         """The current generation's vector segments, oldest first."""
@@ -135,7 +154,8 @@ class IndexRecovery(IndexWrite):
             return f"the term postings of {wrong} books do not match their chunks"
         if marked is not None and marked != set(chunks):
             return f"the word neighbours of {len(marked ^ set(chunks))} books do not match their chunks"
-        return None
+        with self._reading() as conn:
+            return runs_problem(conn)
 
     def check(self) -> list[str]:
         """Problems found (empty when whole): FTS5 integrity, counts against descriptors, the HNSW."""

@@ -21,6 +21,7 @@ import numpy as np
 
 from folio.nodes.backends.neighbours import skip_meta
 from folio.nodes.backends.postings import fts5_tokenizer
+from folio.nodes.backends.postings_runs import KEPT, RUNS_SCHEMA, RUNS_TABLES
 from folio.nodes.backends.vector_segments import (
     Segment,
     usearch_index,
@@ -67,6 +68,7 @@ CREATE TABLE IF NOT EXISTS neighbours(
     term TEXT NOT NULL, lo INTEGER NOT NULL, near BLOB NOT NULL, PRIMARY KEY(term, lo)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS neighbours_lo ON neighbours(lo);
 """
+    + RUNS_SCHEMA
 )
 
 CHUNK_COLUMNS = (
@@ -210,7 +212,7 @@ def _meta_complete(conn: Any) -> bool:
     that opening need not write)."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
     wanted = {"meta", "books", "chapters", "chunks", "windows", "segments", "chunks_fts", "postings"}
-    wanted |= {"terms", "neighbours"}
+    wanted |= {"terms", "neighbours", *RUNS_TABLES}
     keys = {row[0] for row in conn.execute("SELECT key FROM meta")}
     mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     return (
@@ -281,10 +283,10 @@ class IndexStore:
 
     @staticmethod
     def _start_neighbours(conn: Any) -> None:
-        """Inside a write transaction: the mark that the library keeps word neighbours from now on, with its
-        stop words' tokens (``nodes.backends.neighbours``); a mark already there is kept."""
+        """Inside a write transaction: the marks that the library keeps word neighbours from now on, with
+        its stop words' tokens (``nodes.backends.neighbours``), and postings runs; a mark there is kept."""
         skipped = skip_meta(fts5_tokenizer(conn, FTS_TOKENIZE), STOPWORDS)
-        conn.execute("INSERT OR IGNORE INTO meta VALUES ('neighbours', ?)", (skipped,))
+        conn.execute("INSERT OR IGNORE INTO meta VALUES ('neighbours', ?), (?, 'kept')", (skipped, KEPT))
 
     # --- connections -----------------------------------------------------------------------------
     def _conn(self) -> Any:

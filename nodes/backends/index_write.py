@@ -19,6 +19,7 @@ import numpy as np
 from folio.nodes.backends.index_store import FTS_TOKENIZE, IndexStore, apsw_busy, sql_in
 from folio.nodes.backends.neighbours import book_neighbours, skipped_terms
 from folio.nodes.backends.postings import fts5_tokenizer, tokens_postings
+from folio.nodes.backends.postings_runs import commit_runs
 from folio.nodes.backends.vector_segments import (
     Segment,
     after_removal,
@@ -189,18 +190,20 @@ class IndexWrite(IndexStore):
         return written
 
     @staticmethod
-    def _delete_books(conn: Any, book_ids: Sequence[str]) -> list[int]:
-        """Delete the books' rows (chapters, chunks and their FTS5 entries, windows, the book); returns
-        the keys their windows had (dead in their segments from now on)."""
+    def _delete_books(conn: Any, book_ids: Sequence[str]) -> tuple[list[int], list[tuple[int, int]]]:
+        """Delete the books' rows (chapters, chunks and their FTS5 entries, postings, windows, the book);
+        returns the keys their windows had (dead in their segments from now on) and each book's first
+        chunk rowid and chunks (dead in their postings run)."""
         if not book_ids:
-            return []
+            return [], []
         where, params = sql_in("book_id", book_ids)
         old_keys = [r[0] for r in conn.execute(f"SELECT key FROM windows WHERE {where}", params)]
+        sql = f"SELECT min(rowid), count(*) FROM chunks WHERE {where} GROUP BY book_id"
+        firsts = [(int(lo), int(n)) for lo, n in conn.execute(sql, params)]
         for table in ("postings", "neighbours"):
             conn.execute(
-                f"DELETE FROM {table} WHERE lo IN "
-                f"(SELECT min(rowid) FROM chunks WHERE {where} GROUP BY book_id)",
-                params,
+                f"DELETE FROM {table} WHERE lo IN (SELECT value FROM json_each(?))",
+                (json.dumps([lo for lo, _ in firsts]),),
             )
         conn.execute(
             "INSERT INTO chunks_fts(chunks_fts, rowid, text) "
@@ -210,7 +213,7 @@ class IndexWrite(IndexStore):
         )
         for table in ("windows", "chunks", "chapters", "books"):
             conn.execute(f"DELETE FROM {table} WHERE {where}", params)
-        return old_keys
+        return old_keys, firsts
 
     @staticmethod
     def _insert_book(
@@ -277,12 +280,14 @@ class IndexWrite(IndexStore):
             generation = int(meta["generation"])
             lib = self._settings_for(meta, add, settings)
             affected = sorted({b.book_id for b in add} | set(remove))
-            old_keys = self._delete_books(conn, affected)
+            old_keys, removed = self._delete_books(conn, affected)
             checkpoint("deleted")
             next_chunk, next_window = int(meta["next_chunk"]), int(meta["next_window"])
             for book, *rows in staged:
                 next_chunk, next_window = self._insert_book(conn, book, rows, lib, next_chunk, next_window)
             checkpoint("inserted")
+            commit_runs(conn, generation + 1, removed)
+            checkpoint("runs_written")
             if "ndim" in lib:
                 written = self._write_segments(
                     conn, generation + 1, segments, old_keys, (int(meta["next_window"]), next_window - 1), lib

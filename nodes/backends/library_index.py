@@ -7,14 +7,17 @@ Files in the library directory::
                             (window key -> chunk, with the window's float32 vector), segments (the
                             vectors files of the current generation, ``nodes.backends.vector_segments``),
                             postings (per term and book, ``nodes.backends.postings``), terms and
-                            neighbours (word neighbours, ``nodes.backends.neighbours``)
+                            neighbours (word neighbours, ``nodes.backends.neighbours``), runs,
+                            run_postings and run_neighbours (many books' postings merged into one row
+                            per term, ``nodes.backends.postings_runs``)
     vectors-<G>.usearch     an HNSW segment written by generation G, never changed after; keys = window
                             keys (a run of them)
 
 A query is one index lookup whatever the number of books: lexical search is one FTS5 statement with
 library-wide term statistics, filtered by book and chapter columns (a search of a large library, whole or
 of some books, scores the same bm25 from the term postings instead, the word neighbours finding the bonus
-phrases and FTS5 only those they cannot settle);
+phrases and FTS5 only those they cannot settle; a search of the whole library reads each word's
+postings from a few runs, not a row per book);
 semantic search asks each HNSW segment for candidates and re-scores their union exactly from the stored
 float32 vectors (so a quantised index costs little quality), or, for a scope of some books or chapters,
 an exact scan of that scope's vectors (cached per book, bounded). Hits carry their book and chapter.
@@ -23,7 +26,8 @@ Writes (``commit``) add and remove whole books in one SQLite transaction (``BEGI
 ``synchronous=FULL``); the new windows go to a new segment file (with the newest segments the merge
 policy folds in), written and fsynced before that transaction commits, and the transaction records
 the new generation and its list of segments: a crash at any step leaves the old library or the new
-one. A removed book's windows stay in their segment as dead keys until a fold or ``compact``.
+one. A removed book's windows stay in their segment as dead keys until a fold or ``compact``; the
+same for its records in a postings run (a search masks them out).
 ``recover`` removes a vectors file no segment names and rebuilds one segment of every window when a
 file is missing or damaged. Keys of chunks and windows are never reused.
 
