@@ -63,11 +63,14 @@ def scopes(stores: Iterable[Any]) -> list[tuple[LibraryIndex, tuple[str, ...] | 
     """The stores grouped by library index: ``(index, book ids)``, the ids ``None`` when the stores are
     every book of that index (no filter), so a search of the whole library stays one plain lookup; a
     book whose descriptor is damaged is never searched (the others are, by their ids)."""
-    groups: dict[int, tuple[LibraryIndex, list[str]]] = {}
-    for store in stores:
-        groups.setdefault(id(store.index), (store.index, []))[1].append(store.book_id)
+    stores = list(stores)
+    indexes = {id(s.index): s.index for s in stores}  # most often one: the library's
     out: list[tuple[LibraryIndex, tuple[str, ...] | None]] = []
-    for index, ids in groups.values():
-        every = {d["book_id"] for d in index.descriptors()} | {b for b, _ in index.damaged_books()}
-        out.append((index, None if set(ids) >= every else tuple(sorted(set(ids)))))
+    for key, index in indexes.items():
+        ids = (
+            {s.book_id for s in stores}
+            if len(indexes) == 1
+            else {s.book_id for s in stores if id(s.index) == key}
+        )
+        out.append((index, None if ids >= index.book_id_set() else tuple(sorted(ids))))
     return out

@@ -112,6 +112,18 @@ def merged_spans(ranges: Sequence[tuple[int, int]], limit: int = MAX_SPANS) -> t
 class IndexSearch(IndexPostings):
     """The library index's searches."""
 
+    def book_id_set(self) -> frozenset[str]:
+        """Every book's id, its descriptor readable or damaged (cached per generation): what a search of
+        the whole library covers (``book_store.scopes``)."""
+
+        def make(conn: Any) -> frozenset[str]:
+            descriptors, damaged = self._books()
+            return frozenset([d["book_id"] for d in descriptors] + [b for b, _ in damaged])
+
+        with self._reading() as conn:
+            ids: frozenset[str] = self._cached(conn, "book_ids", make)
+        return ids
+
     # --- lexical -----------------------------------------------------------------------------------
     @staticmethod
     def _per_expression(
