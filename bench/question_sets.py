@@ -16,9 +16,10 @@ default config, no LLM) on each set: ``kiwix27_*`` always with the five sample Z
 without. It prints one table of the README's figures and, with ``--dump FILE``, writes every answer
 (question, answer text, the checks) so that two runs can be compared answer by answer (``--compare``).
 
-``--patch MODULE.NAME=VALUE`` sets a module constant before the run (``reading.MAX_CHUNKS=3``: a module
-of ``folio.nodes.core``, ``folio.nodes.query`` or a full dotted name), for trying a setting on the
-development halves without editing the code.
+``--set KEY=VALUE`` overrides a config setting (``scope_boost=0``); ``--patch MODULE.NAME=VALUE`` sets a
+module constant before the run (``reading.MAX_CHUNKS=3``: a module of ``folio.nodes.core``,
+``folio.nodes.query``, ``folio.nodes.kiwix``, ``folio.nodes.backends`` or a full dotted name), for trying
+a setting on the development halves without editing the code.
 
 Not a test and not shipped: ``bench/`` measures the installed package (the repo's editable install).
 """
@@ -213,11 +214,19 @@ def _by_kind(answers: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     return {k: round(sum(v) / len(v), 4) for k, v in sorted(groups.items())}
 
 
-def run_set(qs: QuestionSet, work: Path, data: Path, with_zims: bool, sample: int | None) -> dict[str, Any]:
-    """One set evaluated (default config; ``zim_paths`` the five sample ZIMs when ``with_zims``)."""
+def run_set(
+    qs: QuestionSet,
+    work: Path,
+    data: Path,
+    with_zims: bool,
+    sample: int | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One set evaluated (default config and ``settings``; ``zim_paths`` the five sample ZIMs when
+    ``with_zims``)."""
     from folio.dataflows.evaluation import evaluate
 
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = dict(settings or {})
     if with_zims:
         config["zim_paths"] = [str(p) for p in sorted((data / "zim").glob("*.zim"))]
     qa_file, lib = qs.file(work), library(work, data, qs.library)
@@ -344,6 +353,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--dump", type=Path, help="write every answer and the figures as JSON here")
     parser.add_argument("--sample", type=int, help="only this many questions of each set, spread evenly")
     parser.add_argument("--patch", nargs="*", default=[], metavar="MODULE.NAME=VALUE")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config settings")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"), help="two dumps")
     parser.add_argument("--figures-only", action="store_true", help="with --compare: no answers")
     return parser.parse_args(argv)
@@ -356,19 +366,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(compare(before, after, not args.figures_only))
         return 0
     patched = patch(args.patch)
+    settings = {k.strip(): ast.literal_eval(v.strip()) for k, _, v in (a.partition("=") for a in args.set)}
     work = args.work.resolve()
     fairytale_halves(work, args.data)
     results: dict[str, dict[str, Any]] = {}
     t0 = time.perf_counter()
     for qs, with_zims in plan(args.sets, args.zims):
-        results[row_name(qs, with_zims)] = run_set(qs, work, args.data, with_zims, args.sample)
+        results[row_name(qs, with_zims)] = run_set(qs, work, args.data, with_zims, args.sample, settings)
         print(f"{row_name(qs, with_zims)}: {results[row_name(qs, with_zims)]['seconds']} s", file=sys.stderr)
     print(table(results))
     walls = [r["seconds"] for r in results.values()]
     print(f"\n{len(results)} run(s), {sum(walls):.0f} s (median {statistics.median(walls):.0f} s a set)")
     if args.dump:
         args.dump.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"patched": patched, "seconds": round(time.perf_counter() - t0, 1), "sample": args.sample}
+        meta = {
+            "patched": patched,
+            "settings": settings,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "sample": args.sample,
+        }
         dump = {"meta": meta, "sets": results}
         args.dump.write_text(json.dumps(dump, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
