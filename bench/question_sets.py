@@ -184,24 +184,18 @@ def _kinds(qa_file: Path) -> dict[str, str]:
     return out
 
 
+# the dump's names for ``EvalRun.rows()``'s columns (the rest are kept under their own names)
+_RENAMED = {"first_citation_gold": "first_gold", "answer_words": "words"}
+_DROPPED = ("question_file", "qid")
+
+
 def _answers(run: Any, kinds: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """Every question's answer and checks, keyed by question id (the dump's shape)."""
+    """Every question's answer and checks (``EvalRun.rows()``), keyed by question id, with its kind."""
     out = {}
-    for r in run.records:
-        c = r.check
-        out[r.qid] = {
-            "question": r.question,
-            "type": kinds.get(r.qid, ""),
-            "rank": r.rank,
-            "answer": c.answer if c else None,
-            "in_text": c.in_text if c else None,
-            "first_gold": c.first_gold if c else None,
-            "ask_rank": c.ask_rank if c else None,
-            "refused": c.refused if c else None,
-            "expect": (c.expect or None) if c else None,
-            "words": c.words if c else None,
-            "cited": list(c.cited) if c else [],
-        }
+    for row in run.rows():
+        answer = {_RENAMED.get(k, k): v for k, v in row.items() if k not in _DROPPED}
+        answer["cited"] = json.loads(answer["cited"]) if answer["cited"] else []
+        out[row["qid"]] = {"type": kinds.get(row["qid"], ""), **answer}
     return out
 
 
