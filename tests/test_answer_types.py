@@ -114,3 +114,23 @@ def test_what_date_asks_for_a_year_or_a_date():
     question = "What date is on the back of the portrait of the wicked Hugo Baskerville?"
     assert answer_type(question).kind == "year" and sentence_scoring.asked(question) == "when"
     assert _cue(question, "the name and the date, 1647, are on the back of the canvas.") == 1.0
+
+
+def test_what_happened_and_what_someone_did_ask_for_an_event():
+    from folio.nodes.backends.answer_types import asks_event
+
+    for question in (
+        "What happened to Mr. Korbes at the end?",
+        "What did old Mrs. Rabbit do with the onions?",
+        "What do they do after a meal?",
+        "What did the coal, bean, and straw decide to do?",
+        "According to the hen, what happened next?",
+    ):
+        assert asks_event(question), question
+    for question in (
+        "What did the miller tell the king his daughter could do?",  # an ability, not an event
+        "What did Hans get from his master?",
+        "Why did the two decide to leave?",
+        "Who did the cock and the hen encounter?",
+    ):
+        assert not asks_event(question), question

@@ -427,3 +427,17 @@ def test_where_the_old_gay_head_indian_said_ahab_lost_his_leg_is_the_place_he_na
     moby = BOOKS / "txt" / "pg2701_melville_moby-dick.txt"
     best = _best_passage(moby, "an old Gay-Head Indian among the crew", question, 1500, 2500)
     assert "dismasted off Japan" in best.text
+
+
+@pytest.mark.parametrize("weight", [reading.EVENT_LENGTH_WEIGHT, 0.0])
+def test_asked_what_happened_the_sentence_that_tells_it_wins(monkeypatch: pytest.MonkeyPatch, weight: float):
+    # "he was not at home" holds the question's name and "home" as the answer does, in fewer words: asked
+    # for an event, the sentence that goes on to tell it ("the cat threw ashes in his eyes") wins
+    chapter = _grimm_story("MR KORBES")
+    hits = [hit("c1", chapter, 0, len(chapter))]
+    monkeypatch.setattr(reading, "EVENT_LENGTH_WEIGHT", weight)
+    best = read_book("What happened to Mr. Korbes when he returned home?", hits, lambda b, c: chapter)[0]
+    tells = best.quotes[0].text.startswith("Then Mr. Korbes came home")
+    assert tells is (weight > 0)
+    # a question for a thing, not an event, is read as before
+    assert not reading.asks_event("What did the cock build?")

@@ -20,6 +20,9 @@ words (an article's lead, a chapter's sentence that names the subject). Cues tha
 - ``place``: "where" wants a capitalised name after a place preposition ("in Australia", "at
   Balmoral", "from Trier", "off Japan").
 
+``asks_event(question)``: "What happened ...?", "What did X do ...?" ask for an event, which a sentence tells
+by going on: the reader weighs a unit's length for them (``reading.EVENT_LENGTH_WEIGHT``).
+
 A leading clause that sets the question's context is not read (``asked_clause``): "According to the old
 Gay-Head Indian, where did Ahab lose his leg?" asks for a place.
 
@@ -199,6 +202,19 @@ def answer_type(question: str) -> AnswerType:
         if head not in STOPWORDS and head not in _GENERIC_HEADS and head not in NUMBER_WORDS:
             return AnswerType("named", _singular(head))
     return AnswerType()
+
+
+_EVENT_ASK = re.compile(
+    r"^what (?:happened|happens|will happen|would happen|has happened|had happened)\b"
+    r"|^what (?:did|does|do|will|would|could|should|can|must)\b(?:(?!\b(?:could|can) do\b).)*\bdo\b"
+)
+
+
+def asks_event(question: str) -> bool:
+    """Whether the question asks what happened or what someone did ("What happened to Mr. Korbes at the
+    end?", "What did old Mrs. Rabbit do with the onions?", "What did they decide to do?"), not what someone
+    can do ("What did the miller tell the king his daughter could do?"), read from its ``asked_clause``."""
+    return bool(_EVENT_ASK.search(" ".join(words(asked_clause(question)))))
 
 
 def _own(word: str, question_words: frozenset[str]) -> bool:

@@ -26,12 +26,16 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   one before it: "So the King went away ..." before "... the nurse ... saw the door open, and the true
   Queen come in"), minus ``UNIT_PENALTY`` for the second sentence, plus
   the kind, minus ``RANK_PRIOR`` per retrieval rank of the chunk, a lone sentence over ``LONG_SENTENCE`` words
-  (Moby-Dick's 140-word sentences) scaled down by its length; the ``PREFILTER`` best units gain their
-  meaning (one encode). A passage is the best unit not yet taken, the predecessors a pronoun needs,
-  then the sentences that follow while they fit ``max_words``; a passage still under ``SHORT_PASSAGE``
-  words takes the next sentence even past ``max_words`` (one at most twice that long). The encodes go
-  through ``backends.encoder.remembered_encode``: a warm process encodes a sentence unit once.
-  ``answer_passages`` picks what an
+  (Moby-Dick's 140-word sentences) scaled down by its length; asked for an event ("What happened to Mr.
+  Korbes when he came home?", "What did old Mrs. Rabbit do with the onions?": ``answer_types.asks_event``),
+  plus ``EVENT_LENGTH_WEIGHT`` of its words up to ``EVENT_LENGTH_WORDS`` (a line repeating the question's
+  names, "But when they came to Mr. Korbes's house he was not at home.", tells less of what happened than
+  "Then Mr. Korbes came home, and went to the hearth ..., but the cat threw ashes in his eyes."); the
+  ``PREFILTER`` best units gain their meaning (one encode). A passage is the best unit not yet taken,
+  the predecessors a pronoun needs, then the sentences that follow while they fit ``max_words``; a
+  passage still under ``SHORT_PASSAGE`` words takes the next sentence even past ``max_words`` (one at
+  most twice that long). The encodes go through ``backends.encoder.remembered_encode``: a warm process
+  encodes a sentence unit once. ``answer_passages`` picks what an
   extractive answer shows.
 
 Measured on FairytaleQA (365 questions, default config, no LLM, the evidence of the ask DAG cached and
@@ -78,7 +82,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from folio.nodes.backends.answer_types import answer_type
+from folio.nodes.backends.answer_types import answer_type, asks_event
 from folio.nodes.backends.encoder import remembered_encode
 from folio.nodes.core import sentence_scoring as scoring
 from folio.nodes.core.sentence_scoring import asked, found_terms, needs_previous, word_count
@@ -98,6 +102,8 @@ LONG_SENTENCE = 60  # (book passages) a longer sentence's score is scaled by LON
 TITLE_CONTEXT = True  # a sentence is read under its chapter's title (the question's words the title holds)
 MARGIN = 600  # characters of chapter text read around the chunks (whole first / previous sentences)
 SHORT_PASSAGE = 35  # (book passages) a passage of fewer words takes its next sentence past the budget
+EVENT_LENGTH_WEIGHT = 0.1  # (book passages) an event asked for: a unit gains this share of its words ...
+EVENT_LENGTH_WORDS = 20  # ... up to this many (``answer_types.asks_event``)
 
 
 def passage(texts: Sequence[str], scores: Sequence[float], max_words: int = 60) -> tuple[int, ...]:
@@ -245,7 +251,8 @@ def _unit_scores(
     weights: two sentences together cover a question that spreads over them, and the answer often
     follows the sentence that repeats the question), minus ``UNIT_PENALTY`` for a second sentence,
     plus the question's kind (its best sentence), minus ``RANK_PRIOR`` per retrieval rank of its best
-    ranked chunk; a lone sentence over ``LONG_SENTENCE`` words scaled down by its length. A pair whose
+    ranked chunk, plus its length for a question asking for an event (``EVENT_LENGTH_WEIGHT``); a lone
+    sentence over ``LONG_SENTENCE`` words scaled down by its length. A pair whose
     first sentence adds no word of the question to its second is no unit (the second answers alone). The
     ``PREFILTER`` best gain their meaning (cosine with the question, one batched encode). A unit holds
     at least one sentence of an evidence chunk (``ranks``) and two fit ``max_words``."""
@@ -262,6 +269,9 @@ def _unit_scores(
         + scoring.TYPE_WEIGHT * scoring.type_cue(typed, windows[k[0]].texts[k[1]], qwords)
         for k in keys
     }
+    # an event asked for ("What happened to Mr. Korbes ...?"): a unit that goes on tells more of it than a
+    # short line repeating the question's names ("he was not at home")
+    length_weight = EVENT_LENGTH_WEIGHT if asks_event(question) else 0.0
     out: dict[Unit, float] = {}
     for w, i in keys:
         win = windows[w]
@@ -280,6 +290,7 @@ def _unit_scores(
                 - UNIT_PENALTY * (j - i)
                 + max(cue[(w, x)] for x in range(i, j + 1))
                 - RANK_PRIOR * min(inside)
+                + length_weight * min(n, EVENT_LENGTH_WORDS) / EVENT_LENGTH_WORDS
             )
             if j == i and n > LONG_SENTENCE and v > 0:  # a sentence longer than an answer may be
                 v *= LONG_SENTENCE / n
