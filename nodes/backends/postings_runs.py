@@ -148,8 +148,8 @@ def write_run(conn: Any, run: int, lo_from: int) -> Run | None:
     while batch := [(t, run, len(b) // POSTING.itemsize, b) for t, b in islice(rows, WRITE_BATCH)]:
         conn.executemany("INSERT INTO run_postings VALUES (?, ?, ?, ?)", batch)
     rows = _concatenated(conn, "neighbours", "near", lo_from)
-    while batch := [(t, run, b) for t, b in islice(rows, WRITE_BATCH)]:
-        conn.executemany("INSERT INTO run_neighbours VALUES (?, ?, ?)", batch)
+    while near := [(t, run, b) for t, b in islice(rows, WRITE_BATCH)]:
+        conn.executemany("INSERT INTO run_neighbours VALUES (?, ?, ?)", near)
     chunks = sum(int(n) for _, n in books) // POSTING.itemsize
     return Run(run, int(books[0][0]), int(books[-1][0]), chunks, 0)
 
