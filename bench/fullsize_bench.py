@@ -47,7 +47,7 @@ import resource
 import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,13 @@ def fullsize_books(
             total += len(chapters[j][1].split())
         books.append(FullBook(f"Full Book {i + 1:03d}", tuple(chosen)))
     return books
+
+
+def added_book(chapters: Sequence[tuple[str, str]], words: int = BOOK_WORDS) -> FullBook:
+    """The book the index-level run adds and removes: other chapters than book 1's, under a title no
+    library book has (a file named as one of them would replace that book, and its removal then take
+    the book out of the library)."""
+    return replace(fullsize_books(chapters, 1, words, seed=31)[0], title="Full Book Added")
 
 
 def write_fullsize_book(book: FullBook, directory: Path) -> Path:
@@ -630,7 +637,7 @@ def fullsize_bench(
     chapters = source_chapters(data_dir)
     library_books = fullsize_books(chapters, books, words)
     files = [write_fullsize_book(b, work_dir / f"books-{words}") for b in library_books]
-    extra = write_fullsize_book(fullsize_books(chapters, 1, words, seed=31)[0], work_dir / f"added-{words}")
+    extra = write_fullsize_book(added_book(chapters, words), work_dir / f"added-{words}")
     result["source_chapters"] = len(chapters)
     result["book_words"] = [min(b.words for b in library_books), max(b.words for b in library_books)]
     real = work_dir / f"library-{books}x{words}"

@@ -17,6 +17,7 @@ import pytest
 from bench.fullsize_bench import (
     BooksDone,
     WordsBar,
+    added_book,
     fullsize_books,
     pending_books,
     real_ingest,
@@ -50,6 +51,28 @@ def test_recombined_books_are_whole_real_chapters_and_parse_back_into_them(real_
         assert set(book.chapters) <= set(real_chapters)  # whole chapters, unchanged
         parsed = chapters_of(write_fullsize_book(book, tmp_path))
         assert [" ".join(t.split()) for _, t in parsed] == [" ".join(t.split()) for _, t in book.chapters]
+
+
+def test_the_added_book_is_a_new_book_not_one_the_library_holds(real_chapters, tmp_path):
+    """Its file named as a library book's would replace that book, and removing it would then take that
+    book out of the library the run measures (it did until session 48)."""
+    books = fullsize_books(real_chapters, 2, words=1500)
+    extra = added_book(real_chapters, words=1500)
+    names = {write_fullsize_book(b, tmp_path / "books").name for b in books}
+    added = write_fullsize_book(extra, tmp_path / "added")
+    assert added.name not in names
+    assert extra.chapters != books[0].chapters
+    lib = Library(tmp_path / "lib")
+    with lib.writer():
+        pass
+    from folio.dataflows.api import ingest
+
+    assert ingest([str(p) for p in sorted((tmp_path / "books").iterdir())], library=lib, cache=False).ok
+    report = ingest([str(added)], library=lib, cache=False)
+    assert report.ok and len(lib.descriptors()) == 3
+    lib.remove(report.ingested[0].book_id)
+    assert sorted(Path(b["source_file"]).name for b in lib.descriptors()) == sorted(names)
+    lib.close()
 
 
 def test_the_run_bar_counts_finished_books_words_and_stops_its_clock_while_paused(tmp_path):

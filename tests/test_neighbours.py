@@ -18,6 +18,7 @@ from folio.nodes.backends.neighbours import (
     NEAR,
     Anchor,
     anchor,
+    ascending_unique,
     book_neighbours,
     chunk_neighbours,
     holding,
@@ -225,3 +226,13 @@ def test_removing_a_book_removes_its_neighbours_and_check_finds_a_missing_one(
     with index._reading() as conn:
         assert conn.execute("SELECT count(*) FROM neighbours").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM terms").fetchone()[0] > 1000  # ids are never reused
+
+
+def test_ascending_unique_is_numpys_unique_in_one_pass_and_falls_back_out_of_order():
+    rng = np.random.default_rng(48)
+    for n in (0, 1, 2, 7, 5000):
+        ascending = np.sort(rng.integers(0, max(1, n // 3), n)).astype(np.int64)
+        assert np.array_equal(ascending_unique(ascending), np.unique(ascending))
+        shuffled = rng.integers(0, 40, n).astype(np.int64)
+        assert np.array_equal(ascending_unique(shuffled), np.unique(shuffled))
+    assert ascending_unique(np.array([3, 3, 3, 9, 9, 12])).tolist() == [3, 9, 12]

@@ -266,4 +266,5 @@ def test_words_without_idf_are_left_out_of_a_large_librarys_search_as_fts5s_path
             unread += common[0] not in read  # else the k-th hit did not beat what it could add
     assert unread >= 3
     with lib.index._reading() as conn:
-        assert lib.index._no_idf(conn, [f'"{common[0]}"', '"wolf"'], 1) == {f'"{common[0]}"'}
+        dropped = lib.index._no_idf(conn, [f'"{common[0]}"', '"wolf"'], 1, (0, index_search.NO_IDF))
+        assert dropped == {f'"{common[0]}"'}

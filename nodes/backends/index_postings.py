@@ -30,13 +30,22 @@ from typing import Any, TypeVar
 import numpy as np
 
 from folio.nodes.backends.index_store import FTS_TOKENIZE, IndexStore, Scope, fts_select, sql_in
-from folio.nodes.backends.neighbours import Occurrences, anchor, holding, occurrences, skipped_terms
+from folio.nodes.backends.neighbours import (
+    Occurrences,
+    anchor,
+    ascending_unique,
+    holding,
+    occurrences,
+    skipped_terms,
+)
 from folio.nodes.backends.postings import (
     EVERY_CHUNK,
+    POSTING,
     Bonus,
     Corpus,
     Scored,
     best_rows,
+    bm25_idf,
     contenders,
     corpus_of,
     fts5_tokenizer,
@@ -91,7 +100,8 @@ def near_bonus(bonus: Bonus, near: Near) -> tuple[np.ndarray, bool] | None:
     if not answers or any(a is None for a in answers):
         return None
     held = [a for a in answers if a is not None]
-    return np.unique(np.concatenate([rows for rows, _ in held])), all(exact for _, exact in held)
+    rows = held[0][0] if len(held) == 1 else ascending_unique(np.sort(np.concatenate([r for r, _ in held])))
+    return rows, all(exact for _, exact in held)
 
 
 class IndexPostings(IndexStore):
@@ -170,6 +180,30 @@ class IndexPostings(IndexStore):
             return np.array([r[0] for r in conn.execute(sql, [expression, *params])], dtype=np.int64)
         sql, params = fts_select("chunks_fts.rowid", [], expression, *where)
         return np.array([r[0] for r in conn.execute(sql + limit, params)], dtype=np.int64)
+
+    def _no_idf(self, conn: Any, terms: Sequence[str], k: int, limits: tuple[int, float]) -> set[str]:
+        """The MATCH terms that a whole-library search of a large library (``limits``: at least so many
+        chunks) with postings runs can leave out: each surely held by half the chunks or more (no idf: at
+        most ``limits[1]`` a chunk), counted from the runs' records less every dead chunk and the books in
+        no run; none when the others could not fill ``k`` hits."""
+        (large, no_idf), corpus, runs = limits, self._corpus(conn), self._runs(conn)
+        if corpus is None or corpus.rows < large or not runs or len(terms) < 2:
+            return set()
+        dead, top = sum(r.dead for r in runs), covered(runs)
+        in_runs = "SELECT coalesce(sum(chunks), 0) FROM run_postings WHERE term = ?"
+        newer = "SELECT coalesce(sum(length(records)), 0) FROM postings WHERE term = ? AND lo > ?"
+        fewest: dict[str, int] = {}
+        tokenize = fts5_tokenizer(conn, FTS_TOKENIZE)
+        for term in terms:
+            tokens = tokenize(term.strip('"'))
+            if len(tokens) != 1:
+                return set()
+            word = tokens[0]
+            held = conn.execute(in_runs, (word,)).fetchone()[0] - dead
+            fewest[term] = held + conn.execute(newer, (word, top)).fetchone()[0] // POSTING.itemsize
+        dropped = {t for t, n in fewest.items() if n > 0 and bm25_idf(corpus.rows, n) <= no_idf}
+        kept = [fewest[t] for t in terms if t not in dropped]
+        return dropped if kept and max(kept) >= k else set()
 
     def _postings_rows(
         self,

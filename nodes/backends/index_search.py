@@ -19,7 +19,6 @@ from folio.nodes.backends.index_postings import IndexPostings, Narrow, Near
 from folio.nodes.backends.index_store import (
     BM25_K1,
     CHUNK_COLUMNS,
-    FTS_TOKENIZE,
     Scope,
     fts_select,
     row_hit,
@@ -27,8 +26,7 @@ from folio.nodes.backends.index_store import (
     sql_scope,
     vector_matrix,
 )
-from folio.nodes.backends.postings import POSTING, Bonus, bm25_idf, fts5_tokenizer
-from folio.nodes.backends.postings_runs import covered
+from folio.nodes.backends.postings import Bonus, bm25_idf
 from folio.nodes.backends.vector_segments import (
     Segment,
     search_breadths,
@@ -340,7 +338,8 @@ class IndexSearch(IndexPostings):
         (``left_out_bound``), as the FTS5 path does."""
         k, per_book = ranking
         terms = list(query[1])
-        dropped = set() if per_book or book_ids is not None else self._no_idf(conn, terms, k)
+        whole = not per_book and book_ids is None
+        dropped = self._no_idf(conn, terms, k, (LARGE_LIBRARY_CHUNKS, NO_IDF)) if whole else set()
         if dropped:
             kept = [t for t in terms if t not in dropped]
             held: list[list[Bonus]] = []
@@ -357,30 +356,6 @@ class IndexSearch(IndexPostings):
             if len(rows) == k and rows[-1][8] > left_out_bound(len(dropped), held[-1], words, best):
                 return rows
         return self._postings_rows(conn, (query[0], terms), k, per_book, book_ids, where, bonuses_of)
-
-    def _no_idf(self, conn: Any, terms: Sequence[str], k: int) -> set[str]:
-        """The MATCH terms that a whole-library search of a large library (``LARGE_LIBRARY_CHUNKS``) with
-        postings runs can leave out: each surely held by half the chunks or more (no idf: at most
-        ``NO_IDF`` a chunk), counted from the runs' records less every dead chunk and the books in no run;
-        none when the others could not fill ``k`` hits."""
-        corpus, runs = self._corpus(conn), self._runs(conn)
-        if corpus is None or corpus.rows < LARGE_LIBRARY_CHUNKS or not runs or len(terms) < 2:
-            return set()
-        dead, top = sum(r.dead for r in runs), covered(runs)
-        in_runs = "SELECT coalesce(sum(chunks), 0) FROM run_postings WHERE term = ?"
-        newer = "SELECT coalesce(sum(length(records)), 0) FROM postings WHERE term = ? AND lo > ?"
-        fewest: dict[str, int] = {}
-        tokenize = fts5_tokenizer(conn, FTS_TOKENIZE)
-        for term in terms:
-            tokens = tokenize(term.strip('"'))
-            if len(tokens) != 1:
-                return set()
-            word = tokens[0]
-            held = conn.execute(in_runs, (word,)).fetchone()[0] - dead
-            fewest[term] = held + conn.execute(newer, (word, top)).fetchone()[0] // POSTING.itemsize
-        dropped = {t for t, n in fewest.items() if n > 0 and bm25_idf(corpus.rows, n) <= NO_IDF}
-        kept = [fewest[t] for t in terms if t not in dropped]
-        return dropped if kept and max(kept) >= k else set()
 
     def _lexical_rows(
         self,

@@ -140,4 +140,15 @@ def holding(found: Occurrences, at: int, tokens: Sequence[str], ids: Mapping[str
     ok = np.ones(len(found.rows), dtype=bool)
     for slot, token in checks:
         ok &= found.rows[:, slot] == ids[token]
-    return np.unique(found.owners[ok])
+    return ascending_unique(found.owners[ok])
+
+
+def ascending_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of values already in ascending order (an occurrence's chunk, chunk by chunk),
+    in one pass: numpy's hashing ``unique`` took 0.5 ms a phrase at 2,000,000 windows. Values out of
+    order go to ``np.unique``."""
+    if len(values) < 2:
+        return values.copy()
+    if (values[1:] < values[:-1]).any():
+        return np.unique(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))]

@@ -176,7 +176,15 @@ def ranked(
     if len(matched) > k:
         base = scores[matched]
         kth = np.partition(base, len(base) - k)[len(base) - k]
-        candidates = np.union1d(matched[base >= kth], held[np.isin(held, matched, assume_unique=True)])
+        # the union of the bm25 contenders and the matched chunks holding a bonus, through a mask of every
+        # rowid (numpy's hashing unique behind union1d / isin took about 3 ms at 2,000,000 windows)
+        is_matched = np.zeros(len(scores), dtype=bool)
+        is_matched[matched] = True
+        held = held[held < len(scores)]
+        keep = np.zeros(len(scores), dtype=bool)
+        keep[matched[base >= kth]] = True
+        keep[held[is_matched[held]]] = True
+        candidates = np.flatnonzero(keep)
     total = scores[candidates] + bonus(candidates)
     best = np.lexsort((candidates, -total))[:k]
     return [(int(candidates[i]), float(total[i])) for i in best]
