@@ -15,6 +15,9 @@ class BrokenIndex:
     def damaged_books(self) -> tuple[tuple[str, str], ...]:
         return ()
 
+    def book_id_set(self) -> frozenset[str]:
+        return frozenset({"b"})
+
     def semantic(self, vector: object, k: int, ids: object, chapters: object) -> tuple:
         raise RuntimeError("vector index is corrupt")
 
