@@ -151,7 +151,7 @@ DAGS: dict[str, Dag] = {
             "query → lexical / semantic hits → fused results",
             ("search.encoding", "search.retrieval"),
             ("search_results",),
-            never_cached=("encoder",),
+            never_cached=("encoder", "lexical_search"),
         ),
         Dag(
             "kiwix",

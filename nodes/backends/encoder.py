@@ -34,11 +34,13 @@ every core, and concurrent callers (the service's request threads) would only ov
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,11 +179,13 @@ class Encoder:
         texts: Sequence[str],
         batch_size: int = 32,
         on_batch: Callable[[list[int]], None] | None = None,
+        threads: int = 0,
     ) -> np.ndarray:
         """L2-normalised float32 vectors, one row per text, in input order.
 
         Texts are encoded longest first in batches (less padding); ``on_batch(indices)`` reports which
-        texts each finished batch held.
+        texts each finished batch held; ``threads`` > 0 runs torch on that many threads meanwhile
+        (``torch_threads``).
         """
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
@@ -189,7 +193,7 @@ class Encoder:
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         for lo in range(0, len(order), batch_size):
             idx = order[lo : lo + batch_size]
-            with self.lock:
+            with self.lock, torch_threads(threads):
                 vecs = self.model.encode(
                     [texts[i] for i in idx],
                     batch_size=batch_size,
@@ -202,15 +206,32 @@ class Encoder:
                 on_batch(idx)
         return out
 
-    def encode_query(self, query: str) -> np.ndarray:
+    def encode_query(self, query: str, threads: int = 0) -> np.ndarray:
         """The query's vector; a query longer than one encoder window is the normalised mean of its
-        windows' vectors (never silently truncated)."""
+        windows' vectors (never silently truncated). ``threads``: as ``encode``'s."""
         size = self.window_tokens - self.count_tokens(self.query_prefix)
         parts = text_windows(query, self.token_offsets(query), max(8, size))
-        vectors = self.encode([self.query_prefix + p for p in parts])
+        vectors = self.encode([self.query_prefix + p for p in parts], threads=threads)
         if len(parts) == 1:
             return vectors[0]
         return unit_means(vectors, np.zeros(len(parts), dtype=np.int64), 1)[0]
+
+
+@contextlib.contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``count`` inside the block and put back after; nothing changes
+    for 0, or when torch is not loaded (the ONNX runtime). The setting is the process's: ``Encoder``
+    holds its lock meanwhile, so its other encodes never run with it (another model's might)."""
+    torch = sys.modules.get("torch")
+    if torch is None or count <= 0 or torch.get_num_threads() == count:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def quiet_transformers() -> None:

@@ -122,6 +122,11 @@ class IndexSearch(IndexPostings):
             ids: frozenset[str] = self._cached(conn, "book_ids", make)
         return ids
 
+    def chunk_total(self) -> int:
+        """Chunks in the library (cached per generation)."""
+        with self._reading() as conn:
+            return self._chunk_count(conn)
+
     # --- lexical -----------------------------------------------------------------------------------
     @staticmethod
     def _per_expression(

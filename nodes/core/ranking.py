@@ -53,8 +53,10 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -280,6 +282,54 @@ def ranked_semantic(
     library."""
     depth = search_depth(k)
     return merge_ranked([i.semantic(vector, depth, ids, chapter_ids) for i, ids in scopes(stores)], depth)
+
+
+BESIDE_CHUNKS = 20_000  # from this many chunks in a library its lexical lookup runs beside the query encode
+_LEXICAL_THREAD: list[ThreadPoolExecutor] = []  # the one lexical thread, made on first use
+_LEXICAL_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, eq=False)
+class LexicalSearch:
+    """``ranked_lexical``'s list, started by ``started_lexical``: ``done``, or ``pending`` on the lexical
+    thread while the caller encodes the query."""
+
+    done: tuple[Hit, ...] = ()
+    pending: Future[tuple[Hit, ...]] | None = None
+
+    @property
+    def encode_threads(self) -> int:
+        """torch threads for the query encode meanwhile: 1 while the lookup holds the other core, 0 (the
+        default) otherwise."""
+        return 1 if self.pending is not None else 0
+
+    def hits(self) -> tuple[Hit, ...]:
+        """The list (waiting for the lexical thread; its error, if any, is raised here)."""
+        return self.pending.result() if self.pending is not None else self.done
+
+
+def lexical_beside(stores: Sequence[Any]) -> bool:
+    """Whether a lexical lookup of ``stores`` is worth a thread of its own: their library holds at least
+    ``BESIDE_CHUNKS`` chunks (at 2 M windows the lookup takes about as long as encoding the query; at
+    ten books a fifth of it, and the handover would cost more than it saves)."""
+    indexes = {id(s.index): s.index for s in stores}
+    counts = [getattr(i, "chunk_total", None) for i in indexes.values()]
+    return len(counts) == 1 and counts[0] is not None and counts[0]() >= BESIDE_CHUNKS
+
+
+def started_lexical(
+    stores: Sequence[Any], query: str, k: int, chapter_ids: Sequence[str] | None
+) -> LexicalSearch:
+    """``ranked_lexical(stores, query, k, chapter_ids)`` on the lexical thread when ``lexical_beside`` and
+    whole books are searched (same hits, the caller's encode overlapping it), or here and now (a chapter
+    scope reads few rows)."""
+    stores = tuple(stores)
+    if chapter_ids is not None or not lexical_beside(stores):
+        return LexicalSearch(ranked_lexical(stores, query, k, chapter_ids))
+    with _LEXICAL_LOCK:
+        if not _LEXICAL_THREAD:
+            _LEXICAL_THREAD.append(ThreadPoolExecutor(1, thread_name_prefix="folio-lexical"))
+    return LexicalSearch(pending=_LEXICAL_THREAD[0].submit(ranked_lexical, stores, query, k, chapter_ids))
 
 
 @dataclass(frozen=True)

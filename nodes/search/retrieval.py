@@ -17,6 +17,9 @@ HNSW, no per-window max). Their per-book indexes are built on first use and kept
 Config keys: ``search_mode`` (lexical | semantic | hybrid | bm25s | dense_exact), ``hybrid_fusion``
 (convex | rrf), ``hybrid_lexical_weight``, ``hybrid_rrf_k``, ``search_k``.
 Inputs: ``query``, ``book_stores`` (opened by the caller), ``chapter_ids`` (None = whole books).
+In hybrid mode a large library's lexical lookup (``lexical_search``) runs on a thread of its own while
+the query is encoded on the other core (``query_vector__beside``; measured in docs/scaling-fullsize.md);
+the hybrid nodes name ``semantic_hits`` first so Hamilton's depth-first walk encodes before it waits.
 Lexical and semantic search make one lookup per library (``book_store.scopes``), whatever the number
 of books: term statistics are library-wide. Depth, merge tie-break and fusion are the shared helpers of
 ``nodes/core/ranking.py`` (``ranked_lexical``, ``ranked_semantic``, ``HitFusion``), which the ask book flow
@@ -31,21 +34,42 @@ from hamilton.function_modifiers import config
 
 from folio.nodes.backends import baselines
 from folio.nodes.backends.encoder import Encoder
-from folio.nodes.core.ranking import HitFusion, merge_ranked, ranked_lexical, ranked_semantic, search_text
+from folio.nodes.core.ranking import (
+    HitFusion,
+    LexicalSearch,
+    merge_ranked,
+    ranked_semantic,
+    search_text,
+    started_lexical,
+)
 from folio.nodes.core.types import Hit
 
 
-def query_vector(query: str, encoder: Encoder) -> np.ndarray:
+@config.when_not(search_mode="hybrid")
+def query_vector__alone(query: str, encoder: Encoder) -> np.ndarray:
     """The query's normalised embedding (with the model's query prefix, if any) of ``search_text(query)``:
     the text the ask encodes for the same question."""
     return encoder.encode_query(search_text(query))
 
 
-def lexical_hits(
+@config.when(search_mode="hybrid")
+def query_vector__beside(query: str, encoder: Encoder, lexical_search: LexicalSearch) -> np.ndarray:
+    """The query's embedding, as ``query_vector__alone``'s, encoded while ``lexical_search`` runs: on one
+    torch thread when the lookup holds the other core (``LexicalSearch.encode_threads``)."""
+    return encoder.encode_query(search_text(query), threads=lexical_search.encode_threads)
+
+
+def lexical_search(
     query: str, book_stores: tuple, chapter_ids: tuple | None, search_k: int = 10
-) -> tuple[Hit, ...]:
-    """bm25-ranked chunks of the books, one lookup per library."""
-    return ranked_lexical(book_stores, query, search_k, chapter_ids)
+) -> LexicalSearch:
+    """The bm25 lookup, one per library, started: on a large library on a thread of its own, so the query
+    is encoded meanwhile (``ranking.started_lexical``); never cached."""
+    return started_lexical(book_stores, query, search_k, chapter_ids)
+
+
+def lexical_hits(lexical_search: LexicalSearch) -> tuple[Hit, ...]:
+    """bm25-ranked chunks of the books (``search_depth`` deep)."""
+    return lexical_search.hits()
 
 
 def semantic_hits(
@@ -69,8 +93,8 @@ def search_results__semantic(semantic_hits: tuple[Hit, ...], search_k: int = 10)
 
 @config.when(search_mode="hybrid", hybrid_fusion="convex")
 def search_results__hybrid(
-    lexical_hits: tuple[Hit, ...],
     semantic_hits: tuple[Hit, ...],
+    lexical_hits: tuple[Hit, ...],
     hybrid_lexical_weight: float = 0.7,
     search_k: int = 10,
 ) -> tuple[Hit, ...]:
@@ -80,8 +104,8 @@ def search_results__hybrid(
 
 @config.when(search_mode="hybrid", hybrid_fusion="rrf")
 def search_results__rrf(
-    lexical_hits: tuple[Hit, ...],
     semantic_hits: tuple[Hit, ...],
+    lexical_hits: tuple[Hit, ...],
     hybrid_lexical_weight: float = 0.7,
     hybrid_rrf_k: int = 60,
     search_k: int = 10,
