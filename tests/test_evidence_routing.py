@@ -20,6 +20,7 @@ from folio.nodes.core.subjects import (
     about_subject,
     holds_subject,
     off_subject,
+    passing_subject,
     past_forms,
     subject_terms,
     titles_subject,
@@ -363,6 +364,31 @@ def test_a_book_answer_is_off_its_subject_when_neither_it_nor_its_chunk_names_th
     piled = "Then she piled twenty mattresses on top of the pea."
     assert not off_subject(queen, piled, [f"But the old Queen said nothing. {piled}"])
     assert not off_subject("What did she pile on the pea?", piled, [piled])  # no names
+
+
+def test_an_off_subject_answer_to_a_name_mentioned_in_passing_is_refused() -> None:
+    """Moby-Dick names "Titanic" once (a circus-rider): "What happened to the Titanic?" read sharks
+    following whale-boats, whose chunk does not name it. A name many evidence texts hold is what they
+    are about; an answer naming it, or from a chunk naming it, is on its subject."""
+    question = "What happened to the Titanic?"
+    sharks = "It is a thing not uncommonly happening to the whale-boats in those swarming seas."
+    circus = "like some Titanic circus-rider, he stood upright on the monster's back"
+    note = passing_subject(question, sharks, [f"The sharks followed. {sharks}"], [circus, sharks])
+    assert note == (
+        "Found Titanic in the books only in passing; the passage that would answer does not name it"
+    )
+    assert passing_subject(question, sharks, [sharks], [sharks]) is not None  # held by no evidence text
+    assert passing_subject(question, sharks, [f"{circus} {sharks}"], [circus]) is None  # its chunk names it
+    assert passing_subject(question, f"The Titanic. {sharks}", [sharks], [circus]) is None
+    assert passing_subject(question, sharks, [], [circus]) is None  # nothing cited: not this rule's
+    crowd = [f"{circus} {n}" for n in range(3)]  # held by several: the evidence is about it
+    assert passing_subject(question, sharks, [sharks], crowd) is None
+    assert passing_subject("What happened to the whale-boats?", sharks, [sharks], []) is None  # no names
+    # "Julia Stoner" is written in full once, "Julia" in most chunks of her story: not in passing
+    railway = "Shortly after our return to England my mother died in a railway accident near Crewe."
+    julia = [f"{railway} Julia Stoner went to London.", "My sister Julia died.", "Julia screamed."]
+    assert passing_subject("What killed Julia Stoner?", railway, [railway], julia) is None
+    assert passing_subject("What killed Julia Stoner?", railway, [railway], julia[:1]) is not None
 
 
 def test_an_off_subject_book_answer_is_dropped_only_for_a_kiwix_article_answering_the_clause() -> None:

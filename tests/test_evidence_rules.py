@@ -188,6 +188,16 @@ def test_the_titanic_is_not_answered_from_moby_dicks_circus_rider(moby_library) 
     assert not answered.answer.startswith(NOT_FOUND) and answered.citations
 
 
+def test_what_happened_to_the_titanic_is_refused_not_answered_with_moby_dicks_sharks(moby_library) -> None:
+    """ "happened" says nothing the circus-rider's passage could lack, so the evidence passes; the
+    passage the reader would cite (sharks following whale-boats) does not name the Titanic."""
+    answer = _ask("What happened to the Titanic?", moby_library)
+    assert answer.answer.startswith(NOT_FOUND) and not answer.citations
+    assert "Found Titanic in the books only in passing" in answer.answer
+    answered = _ask("What happened to the Pequod?", moby_library)  # the ship the book is about
+    assert not answered.answer.startswith(NOT_FOUND) and answered.citations
+
+
 def test_a_price_no_passage_gives_for_the_thing_asked_is_refused(data_dir) -> None:
     """The Time Machine names one sum of money, the Editor's shilling a line for a note: not what the
     Time Traveller paid for his machine (``tests/qa/library27_test.jsonl`` r27-08)."""

@@ -178,6 +178,26 @@ def test_a_short_passage_reads_on_into_the_sentence_that_follows() -> None:
     assert word_count(best.quotes[1].text) > 60
 
 
+def test_a_pronoun_takes_its_predecessor_from_its_own_paragraph_only(monkeypatch) -> None:
+    # Potter's Roly-Poly Pudding: the sentence that answers opens with "They"; the sentence before it
+    # closes the paragraph before, which FairytaleQA's gold puts in another section
+    chapter = (
+        "And when I was going to the post late in the afternoon I looked up the lane from the corner, and "
+        "I saw Mr. Samuel Whiskers and his wife on the run, with big bundles on a little wheelbarrow.\n\n"
+        "They were just turning in at the gate to the barn of Farmer Potatoes. She seemed to know her way."
+    )
+    hits = [hit("c1", chapter, 0, len(chapter))]
+    question = "Where did they turn in at the gate?"
+    best = read_book(question, hits, lambda b, c: chapter, None, 60, 1)[0]
+    assert best.quotes[0].text.startswith("They were just turning in")
+    one = chapter.replace("\n\n", " ")  # one paragraph: the predecessor joins
+    joined = read_book(question, [hit("c1", one, 0, len(one))], lambda b, c: one, None, 60, 1)[0]
+    assert joined.quotes[0].text.startswith("And when I was going")
+    monkeypatch.setattr(reading, "CROSS_PARAGRAPH", True)
+    before = read_book(question, hits, lambda b, c: chapter, None, 60, 1)[0]
+    assert before.quotes[0].text.startswith("And when I was going")
+
+
 def test_a_chunk_cut_mid_sentence_is_read_whole_from_the_chapter() -> None:
     chapter = _grimm_story("HANSEL AND GRETHEL")
     cut = chapter.index("the white flints") - 40  # a chunk starting in the middle of the flints sentence

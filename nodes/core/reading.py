@@ -32,7 +32,10 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   names, "But when they came to Mr. Korbes's house he was not at home.", tells less of what happened than
   "Then Mr. Korbes came home, and went to the hearth ..., but the cat threw ashes in his eyes."); the
   ``PREFILTER`` best units gain their meaning (one encode). A passage is the best unit not yet taken,
-  the predecessors a pronoun needs, then the sentences that follow while they fit ``max_words``; a
+  the predecessors a pronoun needs from its own paragraph (``CROSS_PARAGRAPH``: a paragraph before is
+  often another section of the story, "... Mr. Samuel Whiskers and his wife on the run" before "They
+  were just turning in at the gate to the barn of Farmer Potatoes."), then the sentences that follow
+  while they fit ``max_words``; a
   passage still under ``SHORT_PASSAGE`` words takes the next sentence even past ``max_words`` (one at
   most twice that long). The encodes go through ``backends.encoder.remembered_encode``: a warm process
   encodes a sentence unit once. ``answer_passages`` picks what an
@@ -104,6 +107,7 @@ MARGIN = 600  # characters of chapter text read around the chunks (whole first /
 SHORT_PASSAGE = 35  # (book passages) a passage of fewer words takes its next sentence past the budget
 EVENT_LENGTH_WEIGHT = 0.1  # (book passages) an event asked for: a unit gains this share of its words ...
 EVENT_LENGTH_WORDS = 20  # ... up to this many (``answer_types.asks_event``)
+CROSS_PARAGRAPH = False  # (book passages) a predecessor a pronoun needs may come from the paragraph before
 
 
 def passage(texts: Sequence[str], scores: Sequence[float], max_words: int = 60) -> tuple[int, ...]:
@@ -185,6 +189,7 @@ class _Window:
     chapter_title: str
     spans: tuple[tuple[int, int], ...]
     texts: tuple[str, ...]
+    opens: tuple[bool, ...] = ()  # each sentence opens a paragraph (a blank line before it)
 
 
 def _merged(hits: Sequence[Hit]) -> list[tuple[int, int]]:
@@ -229,6 +234,7 @@ def _window(hits: Sequence[Hit], lo: int, hi: int, chapter: str | None) -> _Wind
         first.chapter_title,
         tuple(spans),
         tuple(" ".join(get[s:e].split()) for s, e in spans),
+        tuple(i > 0 and "\n\n" in get[spans[i - 1][1] : s] for i, (s, _) in enumerate(spans)),
     )
 
 
@@ -309,12 +315,22 @@ def _unit_scores(
     return out
 
 
-def _filled(texts: Sequence[str], lo: int, hi: int, free: Callable[[int], bool], max_words: int) -> range:
-    """The unit ``lo..hi`` with the predecessors it needs to read on its own (two at most), then the
-    sentences that follow while they fit ``max_words`` (only sentences ``free`` says are not taken)."""
+def _filled(
+    texts: Sequence[str],
+    lo: int,
+    hi: int,
+    free: Callable[[int], bool],
+    max_words: int,
+    opens: Sequence[bool] = (),
+) -> range:
+    """The unit ``lo..hi`` with the predecessors it needs to read on its own (two at most; not across a
+    paragraph's start, ``opens``, unless ``CROSS_PARAGRAPH``), then the sentences that follow while they
+    fit ``max_words`` (only sentences ``free`` says are not taken)."""
     used = sum(word_count(texts[x]) for x in range(lo, hi + 1))
     for _ in range(2):
         if lo == 0 or not free(lo - 1) or not needs_previous(texts[lo]):
+            break
+        if not CROSS_PARAGRAPH and lo < len(opens) and opens[lo]:
             break
         if used + word_count(texts[lo - 1]) > max_words:
             break
@@ -377,7 +393,7 @@ def read_book(
         def free(y: int, w: int = w) -> bool:
             return (w, y) not in taken
 
-        for x in _filled(win.texts, i, j, free, max_words):
+        for x in _filled(win.texts, i, j, free, max_words, win.opens):
             taken.add((w, x))
             cited: Hit | None = hit_of.get((w, x)) or _nearest(win.spans[x], same)
             quotes.append(

@@ -10,6 +10,9 @@
   words its own way.
 - ``off_subject(question, text, chunks)``: a book answer that names none of the question's names, from
   chunks that write none of them as names (the ask then asks Kiwix, whose article answers instead).
+- ``passing_subject(question, text, chunks, evidence)``: such an answer whose names the evidence holds
+  in one text at most (a mention in passing) is no answer: the book flow refuses it ("What happened to
+  the Titanic?" over Moby-Dick's one "Titanic", a circus-rider, answered with sharks and whale-boats).
 - ``unheld(query, section)``: why a Kiwix passage is not cited (None when its article holds the
   subject); the Kiwix stage (``nodes/kiwix/fusion.py``) reads the book's next article when the best one
   does not, and the ask's Kiwix source (``nodes/query/source_fusion.py``) cites only what holds it.
@@ -179,3 +182,36 @@ def off_subject(question: str, text: str, chunks: Sequence[str]) -> bool:
         return False
     cited = " ".join(chunks)
     return not any(re.search(rf"\b{re.escape(' '.join(name))}\b", cited) for name in names)
+
+
+TITLES = frozenset(["Mr", "Mrs", "Miss", "Ms", "Dr", "Sir", "Lady", "Lord", "Mister", "Madam", "Saint", "St"])
+
+
+def _name_words(question: str) -> frozenset[str]:
+    """The words of the question's names as written, but titles of address and short words."""
+    return frozenset(w for n in names_in(question) for w in n if len(w) > 2 and w not in TITLES)
+
+
+def passing_subject(question: str, text: str, chunks: Sequence[str], evidence: Sequence[str]) -> str | None:
+    """The note when a book answer is ``off_subject`` and at most one ``evidence`` text (a hit's text and
+    its chapter's title) holds the question's names (``missing_names``: "The Frog Prince" titling the
+    tale) or writes a word of them (as written, a title of address aside): the name that let the
+    evidence pass is a mention in passing, and the passage that would be cited does not hold it. None
+    otherwise: a name many evidence texts hold is what they are about ("Julia Stoner" of the Speckled
+    Band, named "Julia" in most of its chunks), and an answer may speak of it as "he" or "her" ("Then I
+    tried talk, and found that her name was Weena")."""
+    if not chunks or not off_subject(question, text, chunks):
+        return None
+    names = [" ".join(n) for n in names_in(question)]
+    named = _name_words(question)
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(named))) + r")\b") if named else None
+    holders = [
+        t
+        for t in evidence
+        if len(missing_names(question, [t])) < len(names) or (pattern is not None and pattern.search(t))
+    ]
+    if len(holders) > 1:
+        return None
+    held = [n for n in names if n not in missing_names(question, holders)] or names
+    found = f"Found {', '.join(held)} in the books only in passing"
+    return f"{found}; the passage that would answer does not name it"

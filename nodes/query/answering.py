@@ -67,7 +67,7 @@ from folio.nodes.core.citing import (
 )
 from folio.nodes.core.evidence import renamed
 from folio.nodes.core.reading import Passage, Quote, answer_passages, read_book
-from folio.nodes.core.subjects import off_subject
+from folio.nodes.core.subjects import off_subject, passing_subject
 from folio.nodes.core.text import coverage, stems
 from folio.nodes.core.types import (
     NO_RESULTS,
@@ -307,11 +307,15 @@ def _book_result(
 ) -> SourceResult:
     """A book clause's result, ``off_subject`` (``subjects.off_subject``) by the evidence chunks it cites
     (``nodes/query/source_fusion.py`` asks Kiwix then, and a Kiwix article holding the subject answers
-    instead)."""
+    instead); refused when its names are a mention in passing (``subjects.passing_subject``)."""
     label = _label(route.book_ids, catalog)
     cited = {c.chunk_id for c in citations}
     chunks = [h.text for h in evidence.hits if h.chunk_id in cited] if evidence is not None else []
-    off = bool(chunks) and off_subject(route.question, text, chunks)
+    held = [f"{h.text} {h.chapter_title}" for h in evidence.hits] if evidence is not None else []
+    if evidence is not None and (passing := passing_subject(route.question, text, chunks, held)):
+        why = [*(n for n in evidence.notes if n.startswith(WHY_PREFIXES)), passing]
+        text, citations, notes = _not_found(evidence.searched, why), (), (*notes, passing)
+    off = bool(chunks) and bool(citations) and off_subject(route.question, text, chunks)
     return SourceResult("book", label, text, tuple(citations), None, route.question, tuple(notes), off)
 
 
