@@ -20,7 +20,7 @@ from folio.nodes.core.text import (
 )
 from folio.nodes.core.types import BookInfo
 from folio.nodes.query.routing import _clause_names, _deterministic, _with_names
-from folio.nodes.search.retrieval import lexical_hits
+from folio.nodes.search.retrieval import lexical_hits, lexical_search
 
 # --- text helpers ---------------------------------------------------------------------------------------
 
@@ -165,17 +165,17 @@ def _rank_of_phrase(hits, phrase: str) -> int | None:
 def test_a_verbatim_line_ranks_its_chunk_first_among_several_books(
     alice_library, fairytale_library, query, phrase
 ):
-    hits = lexical_hits(query, _stores(alice_library, fairytale_library), None, 10)
+    hits = lexical_hits(lexical_search(query, _stores(alice_library, fairytale_library), None, 10))
     assert _rank_of_phrase(hits, phrase) == 1, [h.text[:60] for h in hits[:3]]
 
 
 def test_call_me_ishmael_ranks_the_first_chapter_first(moby_library):
-    hits = lexical_hits("Call me Ishmael", _stores(moby_library), None, 10)
+    hits = lexical_hits(lexical_search("Call me Ishmael", _stores(moby_library), None, 10))
     assert hits[0].text.lstrip().startswith("Call me Ishmael"), hits[0].text[:80]
 
 
 def test_the_speckled_band_ranks_a_chunk_holding_it_first(sherlock_library):
-    hits = lexical_hits("the speckled band", _stores(sherlock_library), None, 10)
+    hits = lexical_hits(lexical_search("the speckled band", _stores(sherlock_library), None, 10))
     assert _rank_of_phrase(hits, "the speckled band") == 1
 
 
