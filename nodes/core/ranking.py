@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -285,8 +284,7 @@ def ranked_semantic(
 
 
 BESIDE_CHUNKS = 20_000  # from this many chunks in a library its lexical lookup runs beside the query encode
-_LEXICAL_THREAD: list[ThreadPoolExecutor] = []  # the one lexical thread, made on first use
-_LEXICAL_LOCK = threading.Lock()
+_LEXICAL_THREAD = ThreadPoolExecutor(1, thread_name_prefix="folio-lexical")  # its thread starts on first use
 
 
 @dataclass(frozen=True, eq=False)
@@ -326,10 +324,7 @@ def started_lexical(
     stores = tuple(stores)
     if chapter_ids is not None or not lexical_beside(stores):
         return LexicalSearch(ranked_lexical(stores, query, k, chapter_ids))
-    with _LEXICAL_LOCK:
-        if not _LEXICAL_THREAD:
-            _LEXICAL_THREAD.append(ThreadPoolExecutor(1, thread_name_prefix="folio-lexical"))
-    return LexicalSearch(pending=_LEXICAL_THREAD[0].submit(ranked_lexical, stores, query, k, chapter_ids))
+    return LexicalSearch(pending=_LEXICAL_THREAD.submit(ranked_lexical, stores, query, k, chapter_ids))
 
 
 @dataclass(frozen=True)
