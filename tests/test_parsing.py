@@ -614,6 +614,19 @@ def test_gutenberg_split_cuts_the_old_small_print_header() -> None:
     assert text_reader.gutenberg_metadata(header)["title"] == "The Great Big Treasury"
 
 
+def test_potter_hard_wrapped_compounds_keep_their_hyphen(books: dict[Path, ParsedBook]) -> None:
+    # the text file wraps "candle-" / "light" and "flower-" / "pot" at the hyphen
+    text = "\n\n".join(c.text for c in books[POTTER].chapters)
+    assert "They ate them by candle-light after the shop was closed." in text
+    assert "perhaps hidden underneath a flower-pot." in text
+    assert not re.search(r"[a-z]- [a-z]", text)
+
+
+def test_unwrapped_joins_a_line_end_hyphen_only_before_a_lower_case_word() -> None:
+    lines = ["They ate them by candle-", "light; nine- or ten-", "year-old; an X-", "Ray; 1914-", "1918 said--", "the"]
+    assert common.unwrapped(lines) == "They ate them by candle-light; nine- or ten-year-old; an X- Ray; 1914- 1918 said-- the"
+
+
 def test_gutenberg_split_leaves_text_without_markers_alone() -> None:
     assert text_reader.gutenberg_split("Just a story.\n\nThe end.") == ("", "Just a story.\n\nThe end.")
 

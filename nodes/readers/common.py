@@ -35,6 +35,7 @@ def megabytes(n: int) -> str:
 
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u2060\ufeff"))
 _WS = re.compile(r"\s+")
+_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-\n(?=[a-z])")
 _PROSE_MIN_WORDS = 8
 _SUBSTANTIAL_WORDS = 100
 
@@ -45,8 +46,10 @@ def clean_inline(text: str) -> str:
 
 
 def unwrapped(lines: Iterable[str]) -> str:
-    """One paragraph from hard-wrapped lines: joined with single spaces, whitespace collapsed."""
-    return clean_inline(" ".join(lines))
+    """One paragraph from hard-wrapped lines: joined with single spaces, whitespace collapsed; a line
+    that ends in a hyphen after a letter joins the lower-case word the next line opens with ("candle-" /
+    "light" -> "candle-light", not "candle- light": a hard-wrapped compound keeps its hyphen)."""
+    return clean_inline(_HYPHEN_BREAK.sub("-", "\n".join(line.strip() for line in lines)))
 
 
 def norm_key(text: str) -> str:
