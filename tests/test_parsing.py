@@ -102,7 +102,7 @@ def test_moby_dick_text_takes_the_body_headings_not_the_table_of_contents(
         chapters[57].title
         == "CHAPTER 56. Of the Less Erroneous Pictures of Whales, and the True Pictures of Whaling Scenes."
     )
-    assert "BOOK I. (_Folio_)" in chapters[33].text  # Cetology's own BOOK/CHAPTER labels stay inside it
+    assert "BOOK I. (Folio)" in chapters[33].text  # Cetology's own BOOK/CHAPTER labels stay inside it
 
 
 def test_moby_dick_epub_and_text_chapters_hold_the_same_amount_of_text(books: dict[Path, ParsedBook]) -> None:
@@ -625,6 +625,17 @@ def test_potter_hard_wrapped_compounds_keep_their_hyphen(books: dict[Path, Parse
 def test_unwrapped_joins_a_line_end_hyphen_only_before_a_lower_case_word() -> None:
     lines = ["They ate them by candle-", "light; nine- or ten-", "year-old; an X-", "Ray; 1914-", "1918 said--", "the"]
     assert common.unwrapped(lines) == "They ate them by candle-light; nine- or ten-year-old; an X- Ray; 1914- 1918 said-- the"
+
+
+def test_moby_dick_underscore_italics_are_dropped(books: dict[Path, ParsedBook]) -> None:
+    text = "\n\n".join(c.text for c in books[MOBY_TXT].chapters)
+    assert "look ye here—here—can ye smoothe out a seam like this" in text
+    assert "_here_" not in text and not re.search(r"(?<!\w)_[^\s_][^_]*_(?!\w)", text)
+
+
+def test_paragraph_text_drops_underscore_italics_only_around_words() -> None:
+    lines = ["but _I_ think; snake_case_name, 31_st_, _Tooke’s", "Lucian_. and __init__ x_y"]
+    assert text_reader.paragraph_text(lines) == "but I think; snake_case_name, 31_st_, Tooke’s Lucian. and __init__ x_y"
 
 
 def test_gutenberg_split_leaves_text_without_markers_alone() -> None:

@@ -62,6 +62,8 @@ Plain-text rules:
   ("I. Introduction"). A lone empty heading right before another heading becomes its prefix
   ("HOW MRS FOX MARRIED AGAIN. FIRST VERSION."). "Transcriber's Notes" blocks are dropped up to the next
   heading.
+* Gutenberg's underscore italics are dropped from paragraphs ("here—_here_—" -> "here—here—"; an
+  underscore inside or right after a word stays: "snake_case", "31_st_").
 
 Both formats, front matter: chapters with no text are dropped; chapters before the first *substantial*
 one (at least 100 words in prose paragraphs: 8+ words, mostly lower-case letters, at most 10% numbers, a

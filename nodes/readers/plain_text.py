@@ -292,8 +292,17 @@ def _joined_title(label: str, title: str) -> str:
     return f"{label} {title}" if label.endswith((".", ":", "—", "-")) else f"{label}. {title}"
 
 
+# Gutenberg's plain-text italics: "_him_", "here—_here_—" (not "snake_case", not "31_st_")
+_EMPHASIS = re.compile(r"(?<!\w)_([^\s_](?:[^_]*?[^\s_])?)_(?!\w)")
+
+
+def paragraph_text(lines: Sequence[str]) -> str:
+    """One paragraph of hard-wrapped lines (``unwrapped``) with its underscore italics dropped."""
+    return _EMPHASIS.sub(r"\1", unwrapped(line.strip() for line in lines))
+
+
 def _block_text(block: _Block) -> str:
-    return unwrapped(line.strip() for line in block[1])
+    return paragraph_text(block[1])
 
 
 def _is_prose_block(block: _Block) -> bool:
@@ -437,7 +446,7 @@ def text_sections(body: str, book_title: str) -> list[tuple[str, list[str]]]:
             used, title = headings[i]
             sections.append((title, []))
             if used == 0:  # heading line followed by text in the same block
-                sections[-1][1].append(unwrapped(x.strip() for x in blocks[i][1][1:]))
+                sections[-1][1].append(paragraph_text(blocks[i][1][1:]))
                 used = 1
             i += used
             continue
