@@ -623,8 +623,18 @@ def test_potter_hard_wrapped_compounds_keep_their_hyphen(books: dict[Path, Parse
 
 
 def test_unwrapped_joins_a_line_end_hyphen_only_before_a_lower_case_word() -> None:
-    lines = ["They ate them by candle-", "light; nine- or ten-", "year-old; an X-", "Ray; 1914-", "1918 said--", "the"]
-    assert common.unwrapped(lines) == "They ate them by candle-light; nine- or ten-year-old; an X- Ray; 1914- 1918 said-- the"
+    lines = [
+        "They ate them by candle-",
+        "light; nine- or ten-",
+        "year-old; an X-",
+        "Ray; 1914-",
+        "1918 said--",
+        "the",
+    ]
+    assert (
+        common.unwrapped(lines)
+        == "They ate them by candle-light; nine- or ten-year-old; an X- Ray; 1914- 1918 said-- the"
+    )
 
 
 def test_moby_dick_underscore_italics_are_dropped(books: dict[Path, ParsedBook]) -> None:
@@ -635,7 +645,10 @@ def test_moby_dick_underscore_italics_are_dropped(books: dict[Path, ParsedBook])
 
 def test_paragraph_text_drops_underscore_italics_only_around_words() -> None:
     lines = ["but _I_ think; snake_case_name, 31_st_, _Tooke’s", "Lucian_. and __init__ x_y"]
-    assert text_reader.paragraph_text(lines) == "but I think; snake_case_name, 31_st_, Tooke’s Lucian. and __init__ x_y"
+    assert (
+        text_reader.paragraph_text(lines)
+        == "but I think; snake_case_name, 31_st_, Tooke’s Lucian. and __init__ x_y"
+    )
 
 
 def test_gutenberg_split_leaves_text_without_markers_alone() -> None:

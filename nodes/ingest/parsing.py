@@ -17,9 +17,9 @@ entity expansion ("billion laughs") and no external entities; every lxml parser 
 bytes, and ``Manifest.source_file`` holds a non-UTF-8 name with its bad bytes escaped (``\\xNN``).
 
 Chapter text is plain text: one line per paragraph, paragraphs separated by exactly ``"\\n\\n"``,
-hard-wrapped lines joined with one space (a line ending in a hyphen after a letter joins a lower-case next
-line without one: "candle-" / "light" -> "candle-light"), whitespace runs collapsed, invisible format characters (soft
-hyphen, zero-width space, word joiner, BOM) removed, no HTML. The heading is the chapter title and is
+hard-wrapped lines joined with one space (a line ending in a hyphen after a letter joins a lower-case
+next line without one: "candle-" / "light" -> "candle-light"), whitespace runs collapsed, invisible
+format characters (soft hyphen, zero-width space, word joiner, BOM) removed, no HTML. The heading is the chapter title and is
 not part of the text. Paragraphs without any letter or digit (``* * *`` scene breaks) and illustration
 markers (``[Illustration: ...]`` in text, ``<figure>``/``<img>`` in EPUB) are dropped.
 
