@@ -19,9 +19,10 @@ bytes, and ``Manifest.source_file`` holds a non-UTF-8 name with its bad bytes es
 Chapter text is plain text: one line per paragraph, paragraphs separated by exactly ``"\\n\\n"``,
 hard-wrapped lines joined with one space (a line ending in a hyphen after a letter joins a lower-case
 next line without one: "candle-" / "light" -> "candle-light"), whitespace runs collapsed, invisible
-format characters (soft hyphen, zero-width space, word joiner, BOM) removed, no HTML. The heading is the chapter title and is
-not part of the text. Paragraphs without any letter or digit (``* * *`` scene breaks) and illustration
-markers (``[Illustration: ...]`` in text, ``<figure>``/``<img>`` in EPUB) are dropped.
+format characters (soft hyphen, zero-width space, word joiner, BOM) removed, no HTML. The heading is the
+chapter title and is not part of the text. Paragraphs without any letter or digit (``* * *`` scene
+breaks) and illustration markers (``[Illustration: ...]`` in text, ``<figure>``/``<img>`` in EPUB) are
+dropped.
 
 EPUB rules (ebooklib reads the package, lxml the documents):
 
