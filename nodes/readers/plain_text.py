@@ -298,7 +298,7 @@ _EMPHASIS = re.compile(r"(?<!\w)_([^\s_](?:[^_]*?[^\s_])?)_(?!\w)")
 
 def paragraph_text(lines: Sequence[str]) -> str:
     """One paragraph of hard-wrapped lines (``unwrapped``) with its underscore italics dropped."""
-    return _EMPHASIS.sub(r"\1", unwrapped(line.strip() for line in lines))
+    return _EMPHASIS.sub(r"\1", unwrapped(lines))
 
 
 def _block_text(block: _Block) -> str:
