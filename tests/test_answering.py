@@ -119,6 +119,15 @@ def test_a_name_asked_with_a_slip_is_searched_as_the_book_spells_it(fairytale_li
     assert answer.citations[0].chapter_title == "THE ROLY-POLY PUDDING"
 
 
+def test_a_word_asked_with_a_slip_is_searched_as_the_book_writes_it(fairytale_library: Path) -> None:
+    # FairytaleQA's own question: "parsely" is in no book, and the search found Mr. McGregor's toolshed
+    answer = ask("Why was Peter looking for some parsely?", library=fairytale_library, config={"llm": "none"})
+    assert 'Read "parsely" as "parsley"' in answer.notes
+    assert not answer.answer.startswith("The book calls")  # a word, not a name: said in the notes only
+    assert "feeling rather sick, he went to look for some parsley" in answer.answer.splitlines()[0]
+    assert answer.citations[0].chapter_title == "THE TALE OF PETER RABBIT"
+
+
 # The scripted router's answer when the question is for the books.
 BOOK_ROUTE = {"route": "BOOK", "confidence": 0.9, "suggested_queries": []}
 

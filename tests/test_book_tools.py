@@ -13,7 +13,7 @@ from folio.dataflows.asking import _library
 from folio.nodes.backends.book_tools import BookTools, BudgetExceeded, Session, ToolBudget, WideningRefused
 from folio.nodes.backends.summaries import extractive_summary
 from folio.nodes.core.evidence import refers_back, renamed, scope_chapters, sufficient
-from folio.nodes.core.ranking import missing_names, names_in, one_edit, respellings
+from folio.nodes.core.ranking import missing_names, names_in, one_edit, respellings, word_respellings
 from folio.nodes.core.sentence_scoring import lemma_coverage, lemma_stems
 from folio.nodes.core.text import question_kind
 from folio.nodes.core.types import (
@@ -324,6 +324,80 @@ def test_respellings_find_the_books_spelling_of_a_name_asked_with_one_slip(
     question: str, texts: list[str], spelt: tuple[tuple[str, str], ...]
 ) -> None:
     assert respellings(question, texts) == spelt
+
+
+PETER = (
+    "And then, feeling rather sick, he went to look for some parsley. But round the end of a cucumber "
+    "frame, whom should he meet but Mr. McGregor! The parsley grew by the house; the house was small."
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "texts", "spelt"),
+    [
+        ("Why was Peter looking for some parsely?", [PETER], (("parsely", "parsley"),)),  # two swapped
+        ("How did the fawn feel when he left the hosue?", [PETER], (("hosue", "house"),)),
+        (
+            "How do they recognise each other?",
+            ["They recognize them; we recognize it."],
+            (("recognise", "recognize"),),
+        ),
+        (
+            "What did the puppiess do?",
+            ["The puppies rushed in. Both the puppies were limping."],
+            (("puppiess", "puppies"),),
+        ),
+        ("What yearly income had he?", ["He came early. Very early."], ()),  # a slip in the first two letters
+        (
+            "Why did he look for parsely?",
+            ["He went to look for some parsley."],
+            (),
+        ),  # written once: no evidence
+        ("Why did he look for parsley?", [PETER], ()),  # written as asked
+        ("Where was Mitthens hiding in?", ["Mittens hid; Mittens hid."], ()),  # a name: ``respellings``
+        ("Who went down the raod?", ["the road, the road"], ()),  # under five letters
+        ("What did the cock build?", [PETER], ()),  # nothing near
+    ],
+)
+def test_word_respellings_find_the_evidences_spelling_of_a_word_asked_with_one_slip(
+    question: str, texts: list[str], spelt: tuple[tuple[str, str], ...]
+) -> None:
+    assert word_respellings(question, texts) == spelt
+
+
+class HoldingStore:
+    """A book that holds some words (``BookStore.holds_phrase``) and has no title."""
+
+    def __init__(self, words: set[str]) -> None:
+        self.words = words
+        self.descriptor: dict = {}
+
+    def holds_phrase(self, text: str) -> bool:
+        return text.lower() in self.words
+
+
+@pytest.mark.parametrize("case", ["slip", "held", "unhelpful"])
+def test_a_word_asked_with_a_slip_is_searched_as_the_evidence_writes_it(case: str) -> None:
+    question = "Where was the Swallow headed?"
+    heeded = "He heeded nothing; he heeded the Prince. The Swallow flew to Egypt."
+    respelled = "Where was the Swallow heeded?"
+    found = ["The Swallow heeded the Prince and stayed."] if case != "unhelpful" else ["Nothing here."]
+    tools = FakeTools({question: [heeded], respelled: found})
+    tools.stores = {"b": HoldingStore({"headed"} if case == "held" else set())}
+    route = RouteDecision("BOOK", 0.9, (question,), ("b",), "", question)
+    evidence = _judged(tools, route, "concrete", tools.search(question), 10, 0.5, 0.9)  # type: ignore[arg-type]
+    if case == "slip":
+        assert tools.queries == [question, respelled]
+        assert evidence.aliases == (("headed", "heeded"),) and evidence.sufficient
+        assert 'Read "headed" as "heeded"' in evidence.notes
+        assert evidence.hits[0].text == "The Swallow heeded the Prince and stayed."
+        assert evidence.searched == (f"search({question!r})", f"search({respelled!r})")
+        return
+    # a real word of the library that the evidence lacks is no slip (searched once, as asked); a respelling
+    # whose search is no sufficient evidence leaves the clause as asked
+    assert tools.queries == ([question] if case == "held" else [question, respelled])
+    assert evidence.aliases == () and not any(n.startswith("Read ") for n in evidence.notes)
+    assert evidence.hits[0].text == heeded
 
 
 def test_renamed_puts_the_books_names_in_the_clause() -> None:

@@ -62,6 +62,7 @@ from typing import Any
 from folio.nodes.backends.book_store import scopes
 from folio.nodes.core.kiwix_types import Candidate, ScoredCandidate
 from folio.nodes.core.text import (
+    STOPWORDS,
     base_word,
     base_words,
     content_words,
@@ -70,6 +71,7 @@ from folio.nodes.core.text import (
     named_phrases,
     plural_stem,
     stem,
+    stems,
     strip_html,
     tokens,
 )
@@ -463,6 +465,45 @@ def respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, str], .
             if near:
                 out.append((word, max(near)[1]))
     return tuple(out)
+
+
+def word_respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``(word as asked, the texts' word)`` for each lower-case content word of the question (5+ letters,
+    outside its names) that no text holds (light stems) but that one slip after its first two letters
+    turns into a word the texts write in lower case at least twice ("hosue" / "house", "parsely" /
+    "parsley"; the most frequent of several). The caller checks that the library holds the asked word
+    nowhere (a real word the evidence lacks is no slip). The texts are searched (one regular expression
+    a word: its first two letters, about its length) only for a word that none of them holds, which their
+    remembered stems tell: most questions cost a set lookup a word."""
+    named = {fold(w) for name in names_in(question) for w in name}
+    asked = [
+        (word, fold(word))
+        for word in dict.fromkeys(tokens(question))
+        if not word[:1].isupper() and len(word) >= 5 and word.isalpha() and fold(word) not in named
+    ]
+    asked = [(word, low) for word, low in asked if low not in STOPWORDS]
+    if not asked:
+        return ()
+    held = frozenset().union(*(stems(text) for text in texts))
+    unheld = [(word, low) for word, low in asked if stem(low) not in held]
+    if not unheld:
+        return ()
+    out: list[tuple[str, str]] = []
+    for word, low in unheld:
+        # the texts' lower-case words of its first two letters and about its length (one regular
+        # expression a text: a warm ask is not slowed by reading every word of twenty chunks)
+        like = re.compile(rf"\b{re.escape(low[:2])}[^\W\d_]{{{len(low) - 3},{len(low) - 1}}}\b")
+        written = Counter(fold(tok) for text in texts for tok in like.findall(text))
+        near = [(n, tok) for tok, n in written.items() if n >= 2 and _first_kept(low, tok)]
+        if near:
+            out.append((word, max(near)[1]))
+    return tuple(out)
+
+
+def _first_kept(asked: str, own: str) -> bool:
+    """``own`` is ``asked`` with one slip after its first two letters (as ``missing_names`` forgives one:
+    "yearly" is not "early")."""
+    return own[:2] == asked[:2] and _one_slip(asked, own)
 
 
 def _slip(asked: str, own: str, others_held: bool) -> bool:

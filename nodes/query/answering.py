@@ -380,7 +380,7 @@ def _overview_result(
 
 def _named(evidence: BookEvidence, text: str) -> str:
     """The answer, first saying which name the book uses for a name of the question it spells otherwise."""
-    said = [f'The book calls {name} "{own}".' for name, own in evidence.aliases]
+    said = [f'The book calls {name} "{own}".' for name, own in evidence.aliases if own[:1].isupper()]
     return "\n".join([*said, text]) if said else text
 
 

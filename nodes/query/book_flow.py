@@ -11,7 +11,13 @@
 2. ``ranked_hits`` (``rerank``): ``none`` (the default), ``cross_encoder`` (``rerank_model``, the first
    ``rerank_depth`` hits) or ``llm`` (one bounded call ordering them by id); a stage that cannot run
    keeps the search order with a note (``nodes/backends/rerank.py``).
-3. ``book_evidence`` (the rule's helpers: ``nodes/core/evidence.py``): the evidence is *sufficient* when
+3. ``book_evidence`` (the rule's helpers: ``nodes/core/evidence.py``). First, a word of the clause written
+   with a slip (``ranking.word_respellings``: 5+ letters, not a name, held by no evidence text nor by any
+   book in play, one slip after its first two letters from a word the evidence writes at least twice:
+   "parsely", "hosue", "recognise") is searched once more as the evidence writes it; when that search
+   is sufficient evidence (below), it replaces the first, the answer's notes say so ('Read "parsely" as
+   "parsley"') and the reader reads the clause so (FairytaleQA writes about 25 of its 365 questions with
+   slips, most of them in names, which ``respellings`` reads). The evidence is *sufficient* when
    (a) every name of the clause is held by one of the top ten lexical and top ten semantic chunks, their
    chapters' titles or the books' titles (``missing_names``: each content word there,
    light stems, one slip forgiven against a capitalised word, "Redheaded" for "Red-Headed"; the last
@@ -54,7 +60,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import cast
 
 from hamilton.function_modifiers import config
 
@@ -86,6 +91,7 @@ from folio.nodes.core.ranking import (
     respellings,
     search_depth,
     title_phrase,
+    word_respellings,
 )
 from folio.nodes.core.text import (
     fold,
@@ -243,7 +249,14 @@ def _judged(
     notes = list(found.notes)
     titles = [str(v.descriptor.get("title", "")) for v in tools.stores.values()]
     ok = sufficient(clause, found.lexical, found.semantic, min_coverage, min_similarity, titles)
-    escalated, aliases = False, cast(tuple[tuple[str, str], ...], ())
+    respelled, slips = _slips_read(tools, found, k, titles)
+    lists = (respelled.lexical, respelled.semantic)
+    if slips and sufficient(renamed(clause, slips), *lists, min_coverage, min_similarity, titles):
+        found, ok, clause = respelled, True, renamed(clause, slips)  # the rules below read it so
+        notes.extend(f'Read "{asked}" as "{own}"' for asked, own in slips)
+    else:  # a respelling whose search is not sufficient evidence leaves the clause as asked
+        slips = ()
+    escalated, aliases = False, slips
     top = held_texts(found.lexical, found.semantic, titles)
     if not ok and tools.budget.left > 0:
         alias = _alias(tools, clause, missing_names(clause, top), found.semantic)
@@ -252,7 +265,7 @@ def _judged(
             asked = renamed(clause, names)
             more = _book_hits(tools, asked, found.scope, k, 0.0)
             if sufficient(asked, more.lexical, more.semantic, min_coverage, min_similarity, titles):
-                escalated, ok, aliases = True, True, names
+                escalated, ok, aliases = True, True, (*aliases, *names)
                 found = replace(more, searched=(*found.searched, *more.searched))
                 notes.extend(f'The book calls {name} "{own}"' for name, own in names)
         if alias is None and not ok:  # a respelling that did not help leaves the escalation as it was
@@ -285,6 +298,30 @@ def _judged(
     return BookEvidence(
         hits, kind, found.scope, found.searched, ok and bool(hits), escalated, tuple(notes), missing, aliases
     )
+
+
+def _slips_read(
+    tools: BookTools, found: BookHits, k: int, titles: Sequence[str]
+) -> tuple[BookHits, tuple[tuple[str, str], ...]]:
+    """The clause searched again with the evidence's spelling of the words it writes with a slip
+    (``word_respellings``: "parsely", "hosue", "recognise" for "recognize") that no book in play holds
+    as asked, and those ``(asked, own)`` pairs; ``found`` and ``()`` when there are none, the budget is
+    spent or the new search finds nothing. The caller keeps it only when the evidence rule finds it
+    sufficient ("reset" is no slip of "rest" however few books say "reset")."""
+    if tools.budget.left <= 0:
+        return found, ()
+    texts = held_texts(found.lexical, found.semantic, titles)
+    slips = tuple(
+        (asked, own)
+        for asked, own in word_respellings(found.question, texts)
+        if not any(store.holds_phrase(asked) for store in tools.stores.values())
+    )
+    if not slips:
+        return found, ()
+    more = _book_hits(tools, renamed(found.question, slips), found.scope, k, 0.0)
+    if not more.hits:
+        return found, ()
+    return replace(more, searched=(*found.searched, *more.searched)), slips
 
 
 def _reranked(
