@@ -461,3 +461,37 @@ def test_asked_what_happened_the_sentence_that_tells_it_wins(monkeypatch: pytest
     assert tells is (weight > 0)
     # a question for a thing, not an event, is read as before
     assert not reading.asks_event("What did the cock build?")
+
+
+class CountingEncoder:
+    """A remembered encoder (it has a ``model_id``) that records the texts it is asked to encode."""
+
+    model_id = "counting-test-encoder"
+    query_prefix = ""
+    window_tokens = 256
+
+    def __init__(self) -> None:
+        self.encoded: list[str] = []
+
+    def encode(self, texts):
+        import numpy as np
+
+        self.encoded.extend(texts)
+        return np.ones((len(texts), 4), dtype=np.float32) / 2.0
+
+    def encode_query(self, text: str):
+        return self.encode([self.query_prefix + text])[0]
+
+
+def test_the_reader_reuses_the_searchs_vector_of_the_question() -> None:
+    from folio.nodes.backends.encoder import remembered_query
+    from folio.nodes.core.ranking import search_text
+
+    chapter = "Peter went to look for some parsley. He met Mr. McGregor. Mr. McGregor ran after him."
+    question = "Why did Peter look for parsley?"
+    encoder = CountingEncoder()
+    remembered_query(encoder, search_text(question))  # what the search encoded
+    assert encoder.encoded == ["Why did Peter look for parsley"]
+    read_book(question, [hit("c1", chapter, 0, len(chapter))], lambda b, c: chapter, encoder, 60, 1)
+    # the reader encoded only its sentence units: the question's vector was the search's
+    assert encoder.encoded[1:] and all(t in chapter for t in encoder.encoded[1:])

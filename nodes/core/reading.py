@@ -31,7 +31,8 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   plus ``EVENT_LENGTH_WEIGHT`` of its words up to ``EVENT_LENGTH_WORDS`` (a line repeating the question's
   names, "But when they came to Mr. Korbes's house he was not at home.", tells less of what happened than
   "Then Mr. Korbes came home, and went to the hearth ..., but the cat threw ashes in his eyes."); the
-  ``PREFILTER`` best units gain their meaning (one encode). A passage is the best unit not yet taken,
+  ``PREFILTER`` best units gain their meaning (one encode of the units; the question's vector is the
+  search's, remembered: ``ranking.search_text``). A passage is the best unit not yet taken,
   the predecessors a pronoun needs from its own paragraph (``CROSS_PARAGRAPH``: a paragraph before is
   often another section of the story, "... Mr. Samuel Whiskers and his wife on the run" before "They
   were just turning in at the gate to the barn of Farmer Potatoes."), then the sentences that follow
@@ -88,6 +89,7 @@ from typing import Any
 from folio.nodes.backends.answer_types import answer_type, asks_event
 from folio.nodes.backends.encoder import remembered_encode
 from folio.nodes.core import sentence_scoring as scoring
+from folio.nodes.core.ranking import search_text
 from folio.nodes.core.sentence_scoring import asked, found_terms, needs_previous, word_count
 from folio.nodes.core.text import sentences, words
 from folio.nodes.core.types import Hit
@@ -306,7 +308,7 @@ def _unit_scores(
         vectors = remembered_encode(
             encoder,
             [
-                getattr(encoder, "query_prefix", "") + question,
+                getattr(encoder, "query_prefix", "") + search_text(question),  # the search's vector
                 *(" ".join(windows[w].texts[i : j + 1]) for w, i, j in picked),
             ],
         )
