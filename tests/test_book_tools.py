@@ -357,6 +357,17 @@ PETER = (
         ("Where was Mitthens hiding in?", ["Mittens hid; Mittens hid."], ()),  # a name: ``respellings``
         ("Who went down the raod?", ["the road, the road"], ()),  # under five letters
         ("What did the cock build?", [PETER], ()),  # nothing near
+        (
+            "Why did the Queen want to behaed Alice?",
+            ["They were beheaded. Fond of beheading people; all beheaded."],
+            (("behaed", "beheaded"),),
+        ),  # a slip of the stem the texts write only with endings: their most frequent form
+        (
+            "Why did the Queen want to behaed Alice?",
+            ["The Queen had them beheaded at once."],
+            (),
+        ),  # the stem's forms written once in all: no evidence
+        ("What did the barber do?", ["The barbers barbered; more barbering."], ()),  # the stem as asked
     ],
 )
 def test_word_respellings_find_the_evidences_spelling_of_a_word_asked_with_one_slip(
