@@ -128,6 +128,16 @@ def test_a_word_asked_with_a_slip_is_searched_as_the_book_writes_it(fairytale_li
     assert answer.citations[0].chapter_title == "THE TALE OF PETER RABBIT"
 
 
+def test_a_word_asked_with_a_slip_of_its_stem_is_searched_as_the_book_writes_it(alice_library: Path) -> None:
+    # Alice writes "beheaded" and "beheading", never "behead": "behaed" is one slip from their stem (the
+    # abridged EPUB's evidence holds "beheading"). Before, the slip was not read, and the demo library
+    # answered from the Mock Turtle's history.
+    answer = ask("Why did the Queen want to behaed Alice?", library=alice_library, config={"llm": "none"})
+    assert answer.notes == ('Read "behaed" as "beheading"',)
+    assert "fond of beheading people" in answer.answer
+    assert "Mock Turtle" not in answer.answer
+
+
 # The scripted router's answer when the question is for the books.
 BOOK_ROUTE = {"route": "BOOK", "confidence": 0.9, "suggested_queries": []}
 

@@ -12,7 +12,7 @@ import pytest
 from folio.dataflows.asking import _library
 from folio.nodes.backends.book_tools import BookTools, BudgetExceeded, Session, ToolBudget, WideningRefused
 from folio.nodes.backends.summaries import extractive_summary
-from folio.nodes.core.evidence import refers_back, renamed, scope_chapters, sufficient
+from folio.nodes.core.evidence import asked_frame, refers_back, renamed, scope_chapters, sufficient
 from folio.nodes.core.ranking import missing_names, names_in, one_edit, respellings, word_respellings
 from folio.nodes.core.sentence_scoring import lemma_coverage, lemma_stems
 from folio.nodes.core.text import question_kind
@@ -357,6 +357,17 @@ PETER = (
         ("Where was Mitthens hiding in?", ["Mittens hid; Mittens hid."], ()),  # a name: ``respellings``
         ("Who went down the raod?", ["the road, the road"], ()),  # under five letters
         ("What did the cock build?", [PETER], ()),  # nothing near
+        (
+            "Why did the Queen want to behaed Alice?",
+            ["They were beheaded. Fond of beheading people; all beheaded."],
+            (("behaed", "beheaded"),),
+        ),  # a slip of the stem the texts write only with endings: their most frequent form
+        (
+            "Why did the Queen want to behaed Alice?",
+            ["The Queen had them beheaded at once."],
+            (),
+        ),  # the stem's forms written once in all: no evidence
+        ("What did the barber do?", ["The barbers barbered; more barbering."], ()),  # the stem as asked
     ],
 )
 def test_word_respellings_find_the_evidences_spelling_of_a_word_asked_with_one_slip(
@@ -441,6 +452,26 @@ def test_sufficient_reads_irregular_forms_as_their_base() -> None:
         lemma_coverage(lemma_stems("Who gave the Queen a tart?"), "She would give the Queen a tart.") == 1.0
     )
     assert lemma_coverage(lemma_stems("Who gave the Queen a pie?"), "She would give the Queen a tart.") < 1.0
+
+
+def test_sufficient_needs_no_words_of_how_the_question_is_asked() -> None:
+    # FairytaleQA's "What kind of things often disappeared at night?", refused in Potter's book before:
+    # "kind" and "often" are how it asks; 3 of its 5 words were held (0.6), the similarity 0.42
+    wainscot = _hit(
+        "Certainly there were odd little jagged doorways in the wainscot, and things disappeared at night-- "
+        "especially cheese and bacon.",
+        0.42,
+    )
+    assert asked_frame("What kind of things often disappeared at night?") == {"kind", "often"}
+    assert sufficient("What kind of things often disappeared at night?", [wainscot], [wainscot], 0.8, 0.44)
+    assert sufficient("What sort of things usually disappeared at night?", [wainscot], [wainscot], 0.8, 0.44)
+    # "kind" as a word of its own, and the other words, still count
+    assert asked_frame("Was the kind old woman at home?") == frozenset()
+    assert not sufficient(
+        "What kind of cheese often disappeared from the dairy?", [wainscot], [wainscot], 0.8, 0.44
+    )
+    assert asked_frame("How often?") == {"often"}  # nothing else asked: the words as they are
+    assert not sufficient("How often?", [wainscot], [wainscot], 0.8, 0.44)
 
 
 def test_lexical_only_evidence_is_judged_by_words() -> None:

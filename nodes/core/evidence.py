@@ -8,8 +8,9 @@ support a book clause.
 - ``sufficient``: (a) every name of the clause held by the top ten lexical and semantic hits (their text,
   or the title of their chapter: "The Frog Prince" titles Grimm's tale, "Household Stories" the book
   searched) and (b) a lexical hit holding ``min_coverage`` of the clause's content words (irregular
-  forms as their base: "fell" covers "fall") or a semantic hit scoring ``min_similarity`` (the words
-  alone at ``LEXICAL_ONLY_COVERAGE`` without semantic hits).
+  forms as their base: "fell" covers "fall"; how the question is asked, ``asked_frame``, need not be
+  covered: "kind" in "What kind of things ...", "often") or a semantic hit scoring ``min_similarity``
+  (the words alone at ``LEXICAL_ONLY_COVERAGE`` without semantic hits).
 - ``asked_relation`` / ``holds_relation`` / ``unheld_relation``: a question for someone's thing ("What is the
   name of Sherlock Holmes's sister?") that no passage names is not supported; the note says what was
   found and what was not.
@@ -180,11 +181,26 @@ def sufficient(
         return False
     if missing_names(question, held) or unheld_kind(question, [*lexical[:10], *semantic[:10]], titles):
         return False
-    terms = lemma_stems(question)  # irregular forms as their base: "Why did Mittens fall" / "she fell"
+    asked = lemma_stems(question)  # irregular forms as their base: "Why did Mittens fall" / "she fell"
+    terms = (asked - asked_frame(question)) or asked
     best_coverage = max((lemma_coverage(terms, h.text) for h in lexical[:10]), default=0.0)
     if not semantic:  # semantic search could not run: the words alone
         return best_coverage >= LEXICAL_ONLY_COVERAGE
     return best_coverage >= min_coverage or max(h.score for h in semantic[:10]) >= min_similarity
+
+
+FRAME = re.compile(r"\b(?:what|which)\s+(kinds?|sorts?|types?)\s+of\b", re.IGNORECASE)
+FREQUENCY = lemma_stems("often always usually sometimes frequently")  # how often, not what
+
+
+def asked_frame(question: str) -> frozenset[str]:
+    """The stems of how a question is asked, which a passage that answers need not say: the "kind" of
+    "What kind of things ...?" and an adverb of frequency ("often": "What kind of things often
+    disappeared at night?" is answered by "... things disappeared at night-- especially cheese and
+    bacon")."""
+    found = FRAME.search(question)
+    framed = lemma_stems(found.group(1)) if found else frozenset()
+    return framed | (lemma_stems(question) & FREQUENCY)
 
 
 RELATION = re.compile(

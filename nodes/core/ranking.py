@@ -471,7 +471,8 @@ def word_respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, st
     """``(word as asked, the texts' word)`` for each lower-case content word of the question (5+ letters,
     outside its names) that no text holds (light stems) but that one slip after its first two letters
     turns into a word the texts write in lower case at least twice ("hosue" / "house", "parsely" /
-    "parsley"; the most frequent of several). The caller checks that the library holds the asked word
+    "parsley"; the most frequent of several), or into the stem of words they write so ("behaed" /
+    "beheaded": ``_slipped_into``). The caller checks that the library holds the asked word
     nowhere (a real word the evidence lacks is no slip). The texts are searched (one regular expression
     a word: its first two letters, about its length) only for a word that none of them holds, which their
     remembered stems tell: most questions cost a set lookup a word."""
@@ -490,14 +491,46 @@ def word_respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, st
         return ()
     out: list[tuple[str, str]] = []
     for word, low in unheld:
-        # the texts' lower-case words of its first two letters and about its length (one regular
-        # expression a text: a warm ask is not slowed by reading every word of twenty chunks)
-        like = re.compile(rf"\b{re.escape(low[:2])}[^\W\d_]{{{len(low) - 3},{len(low) - 1}}}\b")
+        # the texts' lower-case words of its first two letters and about its length, or longer by an
+        # ending (one regular expression a text: a warm ask is not slowed by reading every word of twenty
+        # chunks)
+        like = re.compile(rf"\b{re.escape(low[:2])}[^\W\d_]{{{len(low) - 3},{len(low) + ENDING}}}\b")
         written = Counter(fold(tok) for text in texts for tok in like.findall(text))
-        near = [(n, tok) for tok, n in written.items() if n >= 2 and _first_kept(low, tok)]
-        if near:
-            out.append((word, max(near)[1]))
+        own = _slipped_into(low, written)
+        if own:
+            out.append((word, own))
     return tuple(out)
+
+
+ENDING = 3  # letters of an ending ("-ing", "-ed") a texts' word may add to the one a slip makes
+
+
+def _slipped_into(low: str, written: Counter[str]) -> str | None:
+    """The texts' word (``written``: lower-case words and their counts) that ``low`` is with one slip
+    after its first two letters, written at least twice (the most frequent); else the most frequent
+    stem that ``low`` is with one slip, its forms written at least twice together, in its shortest
+    form ("behaed" / "beheaded" of "beheaded" and "beheading": no text says "behead"), or None."""
+    near = [
+        (n, tok)
+        for tok, n in written.items()
+        if n >= 2 and len(tok) <= len(low) + 1 and _first_kept(low, tok)
+    ]
+    if near:
+        return max(near)[1]
+    by_stem: dict[str, Counter[str]] = {}
+    for tok, n in written.items():
+        by_stem.setdefault(stem(tok), Counter())[tok] += n
+    roots = [
+        (sum(c.values()), root)
+        for root, c in by_stem.items()
+        if len(root) >= 5 and root != low and sum(c.values()) >= 2 and _first_kept(low, root)
+    ]
+    if not roots:
+        return None
+    forms = by_stem[max(roots)[1]]
+    return min(
+        forms, key=lambda tok: (len(tok) - len(low), -forms[tok], tok)
+    )  # the shortest, "-ed" or "-ing"
 
 
 def _first_kept(asked: str, own: str) -> bool:
