@@ -12,7 +12,7 @@ import pytest
 from folio.dataflows.asking import _library
 from folio.nodes.backends.book_tools import BookTools, BudgetExceeded, Session, ToolBudget, WideningRefused
 from folio.nodes.backends.summaries import extractive_summary
-from folio.nodes.core.evidence import asked_frame, refers_back, renamed, scope_chapters, sufficient
+from folio.nodes.core.evidence import refers_back, renamed, scope_chapters, sufficient
 from folio.nodes.core.ranking import missing_names, names_in, one_edit, respellings, word_respellings
 from folio.nodes.core.sentence_scoring import lemma_coverage, lemma_stems
 from folio.nodes.core.text import question_kind
@@ -26,6 +26,7 @@ from folio.nodes.core.types import (
     Hit,
     RouteDecision,
 )
+from folio.nodes.core.word_forms import asked_frame
 from folio.nodes.query.book_flow import (
     _book_hits,
     _boosted,

@@ -129,6 +129,16 @@ def test_word_scores_weigh_rare_words_and_match_inflections() -> None:
     assert scores[0] < 0.5  # "Hansel" is in every text: it counts least (a name counts double)
 
 
+def test_how_a_question_is_asked_is_no_word_to_find() -> None:
+    # "What kind of things often ...": "kind" and "often" are how it asks; Sherlock Holmes's "You have
+    # been very kind" was read as holding a word of it
+    question = "What kind of things often disappeared at night?"
+    texts = ["You have been very kind, said he.", "Things disappeared at night, especially cheese.", "Often."]
+    scores = word_scores(question, texts)
+    assert scores[0] == 0.0 and scores[2] == 0.0 and scores[1] == pytest.approx(1.0)
+    assert word_scores("Was the kind old woman at home?", texts)[0] > 0  # "kind" asked as a word of its own
+
+
 def test_an_irregular_past_form_matches_the_question_s_base_form() -> None:
     texts = ["The king sent his servant to the mill.", "The king walked to the mill."]
     scores = word_scores("Who did the king send to the mill?", texts)

@@ -39,6 +39,7 @@ from folio.nodes.core.ranking import missing_names, names_in
 from folio.nodes.core.sentence_scoring import focus_terms, held_terms, lemma_coverage, lemma_stems
 from folio.nodes.core.text import STOPWORDS, sentences, stems
 from folio.nodes.core.types import Hit
+from folio.nodes.core.word_forms import asked_frame
 
 SCOPE_MIN_SCORE = 0.2
 SCOPE_KINDS = ("entity", "event")  # themes are too broad to narrow the search (measured)
@@ -187,20 +188,6 @@ def sufficient(
     if not semantic:  # semantic search could not run: the words alone
         return best_coverage >= LEXICAL_ONLY_COVERAGE
     return best_coverage >= min_coverage or max(h.score for h in semantic[:10]) >= min_similarity
-
-
-FRAME = re.compile(r"\b(?:what|which)\s+(kinds?|sorts?|types?)\s+of\b", re.IGNORECASE)
-FREQUENCY = lemma_stems("often always usually sometimes frequently")  # how often, not what
-
-
-def asked_frame(question: str) -> frozenset[str]:
-    """The stems of how a question is asked, which a passage that answers need not say: the "kind" of
-    "What kind of things ...?" and an adverb of frequency ("often": "What kind of things often
-    disappeared at night?" is answered by "... things disappeared at night-- especially cheese and
-    bacon")."""
-    found = FRAME.search(question)
-    framed = lemma_stems(found.group(1)) if found else frozenset()
-    return framed | (lemma_stems(question) & FREQUENCY)
 
 
 RELATION = re.compile(

@@ -19,7 +19,8 @@ question. The reader (``nodes/core/reading.py``) and the Kiwix answer (``nodes/k
   the asked noun's name ("Dinah was the cat", "our cat Dinah"; ``named_noun``), outside a question, not in
   "in the name of good-fortune" or "Are you called Jack?"; there it weighs ``NAMING_WEIGHT`` times its
   rarity, since a name is what the question asks for. The "many" / "much" of "how many / how much" is
-  the frame of an amount, no word to find (``_amount_frame``).
+  the frame of an amount, no word to find (``_amount_frame``), as are the "kind" of "what kind of" and
+  "often" (``word_forms.asked_frame``, which the evidence rule leaves out too).
 - ``focus_terms`` / ``focused``: a question with names asks something about them ("What did the Mad
   Hatter say about time?" asks about time); a text holding its names but none of its other words (the
   focus) only repeats the subject and counts ``FOCUS_SHARE`` of its words' weight (issue 27: "I've seen
@@ -50,7 +51,7 @@ from folio.nodes.core.text import (
     stems,
     words,
 )
-from folio.nodes.core.word_forms import FORM_STEMS, lemma
+from folio.nodes.core.word_forms import FORM_STEMS, asked_frame, lemma
 
 # --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
 MEANING_WEIGHT = 0.1
@@ -474,7 +475,8 @@ def found_terms(
     Red-Headed League is dissolved") keeps the sentences that name it ahead. An ordinal is found only
     beside one of its nouns: "the first concert" does not hold the "first" of "first film", which quoted it
     before "his film debut in Love Me Tender"."""
-    terms = lemma_stems(question) - _amount_frame(question)
+    asked = lemma_stems(question) - _amount_frame(question)
+    terms = (asked - asked_frame(question)) or asked  # "kind" of "what kind of", "often": how it is asked
     if not terms:
         return [frozenset() for _ in texts], {}
     naming = (

@@ -7,12 +7,17 @@ word's light stem with an irregular form read as its base (what the reader and t
 a question's words by). The regular
 forms are matched by light stems and ``sentence_scoring._other_forms``.
 
+``asked_frame``: the words of how a question is asked, which neither the evidence rule nor the reader
+looks for in a passage: the "kind" of "What kind of things ...?" and an adverb of frequency ("often").
+
 Config keys: none. Limitations: English; a word list, not a morphological analyser.
 """
 
 from __future__ import annotations
 
-from folio.nodes.core.text import stem
+import re
+
+from folio.nodes.core.text import content_words, stem
 
 # irregular forms read as their base ("told" -> "tell", "mice" -> "mouse"): a question asks "What did
 # the king send?" of a text that says "the king sent"; each line is a base word and its forms
@@ -163,3 +168,17 @@ FORM_STEMS = {
     stem(line.split()[0]): frozenset(stem(w) for w in line.split())
     for line in IRREGULAR_TEXT.strip().splitlines()
 }
+
+
+FRAME = re.compile(r"\b(?:what|which)\s+(kinds?|sorts?|types?)\s+of\b", re.IGNORECASE)
+FREQUENCY = frozenset(lemma(w) for w in ("often", "always", "usually", "sometimes", "frequently"))
+
+
+def asked_frame(question: str) -> frozenset[str]:
+    """The stems (``lemma``) of how a question is asked, which a passage that answers need not say: the
+    "kind" of "What kind of things ...?" and an adverb of frequency ("often": "What kind of things often
+    disappeared at night?" is answered by "... things disappeared at night-- especially cheese and
+    bacon")."""
+    found = FRAME.search(question)
+    framed = {lemma(found.group(1).lower())} if found else set()
+    return frozenset(framed | ({lemma(w) for w in content_words(question)} & FREQUENCY))
