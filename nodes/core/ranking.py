@@ -528,9 +528,7 @@ def _slipped_into(low: str, written: Counter[str]) -> str | None:
     if not roots:
         return None
     forms = by_stem[max(roots)[1]]
-    return min(
-        forms, key=lambda tok: (len(tok) - len(low), -forms[tok], tok)
-    )  # the shortest, "-ed" or "-ing"
+    return min(forms, key=lambda tok: (len(tok), -forms[tok], tok))  # the shortest, "-ed" before "-ing"
 
 
 def _first_kept(asked: str, own: str) -> bool:

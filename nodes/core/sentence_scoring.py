@@ -51,7 +51,7 @@ from folio.nodes.core.text import (
     stems,
     words,
 )
-from folio.nodes.core.word_forms import FORM_STEMS, asked_frame, lemma
+from folio.nodes.core.word_forms import FORM_STEMS, lemma, unframed
 
 # --- weights (tuned on FairytaleQA; see tests/test_reading.py for the behaviour they give) ----------
 MEANING_WEIGHT = 0.1
@@ -475,8 +475,7 @@ def found_terms(
     Red-Headed League is dissolved") keeps the sentences that name it ahead. An ordinal is found only
     beside one of its nouns: "the first concert" does not hold the "first" of "first film", which quoted it
     before "his film debut in Love Me Tender"."""
-    asked = lemma_stems(question) - _amount_frame(question)
-    terms = (asked - asked_frame(question)) or asked  # "kind" of "what kind of", "often": how it is asked
+    terms = unframed(lemma_stems(question) - _amount_frame(question), question)  # "what kind of", "often"
     if not terms:
         return [frozenset() for _ in texts], {}
     naming = (

@@ -8,7 +8,8 @@ a question's words by). The regular
 forms are matched by light stems and ``sentence_scoring._other_forms``.
 
 ``asked_frame``: the words of how a question is asked, which neither the evidence rule nor the reader
-looks for in a passage: the "kind" of "What kind of things ...?" and an adverb of frequency ("often").
+looks for in a passage (``unframed``): the "kind" of "What kind of things ...?" and an adverb of
+frequency ("often").
 
 Config keys: none. Limitations: English; a word list, not a morphological analyser.
 """
@@ -182,3 +183,9 @@ def asked_frame(question: str) -> frozenset[str]:
     found = FRAME.search(question)
     framed = {lemma(found.group(1).lower())} if found else set()
     return frozenset(framed | ({lemma(w) for w in content_words(question)} & FREQUENCY))
+
+
+def unframed(terms: frozenset[str], question: str) -> frozenset[str]:
+    """``terms`` (the question's stems) without how it is asked (``asked_frame``), unless nothing else is
+    asked ("How often?" keeps its word): what the evidence rule and the reader look for in a passage."""
+    return (terms - asked_frame(question)) or terms
