@@ -471,6 +471,12 @@ def test_sufficient_needs_no_words_of_how_the_question_is_asked() -> None:
     assert not sufficient(
         "What kind of cheese often disappeared from the dairy?", [wainscot], [wainscot], 0.8, 0.44
     )
+    # a hit holding all but one of the other words is judged on all of them ("sort" and "usually" too):
+    # Sherlock Holmes's "grand gift of silence" stayed a refusal on the demo library
+    silence = _hit("You have a grand gift of silence, said the little man; ask for nothing.", 0.40)
+    assert not sufficient(
+        "What sort of gift did the little man usually ask for in return?", [silence], [silence], 0.8, 0.44
+    )
     assert asked_frame("How often?") == {"often"}  # nothing else asked: the words as they are
     assert not sufficient("How often?", [wainscot], [wainscot], 0.8, 0.44)
 

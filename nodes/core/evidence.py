@@ -9,8 +9,8 @@ support a book clause.
   or the title of their chapter: "The Frog Prince" titles Grimm's tale, "Household Stories" the book
   searched) and (b) a lexical hit holding ``min_coverage`` of the clause's content words (irregular
   forms as their base: "fell" covers "fall"; how the question is asked, ``asked_frame``, need not be
-  covered: "kind" in "What kind of things ...", "often") or a semantic hit scoring ``min_similarity``
-  (the words alone at ``LEXICAL_ONLY_COVERAGE`` without semantic hits).
+  covered by a hit that holds all else: "kind" in "What kind of things ...", "often") or a semantic hit
+  scoring ``min_similarity`` (the words alone at ``LEXICAL_ONLY_COVERAGE`` without semantic hits).
 - ``asked_relation`` / ``holds_relation`` / ``unheld_relation``: a question for someone's thing ("What is the
   name of Sherlock Holmes's sister?") that no passage names is not supported; the note says what was
   found and what was not.
@@ -182,11 +182,22 @@ def sufficient(
         return False
     if missing_names(question, held) or unheld_kind(question, [*lexical[:10], *semantic[:10]], titles):
         return False
-    terms = unframed(lemma_stems(question), question)  # irregular forms as their base: "she fell" / "fall"
-    best_coverage = max((lemma_coverage(terms, h.text) for h in lexical[:10]), default=0.0)
+    terms = lemma_stems(question)  # irregular forms as their base: "Why did Mittens fall" / "she fell"
+    core = unframed(terms, question)
+    best_coverage = max((_coverage(terms, core, h.text) for h in lexical[:10]), default=0.0)
     if not semantic:  # semantic search could not run: the words alone
         return best_coverage >= LEXICAL_ONLY_COVERAGE
     return best_coverage >= min_coverage or max(h.score for h in semantic[:10]) >= min_similarity
+
+
+def _coverage(terms: frozenset[str], unframed_terms: frozenset[str], text: str) -> float:
+    """The share of ``terms`` that ``text`` holds; all of them when it holds every word but how the
+    question is asked (``word_forms.unframed``: "things disappeared at night" covers "What kind of things
+    often disappeared at night?"; "a grand gift of silence, said the man" does not cover "What sort of
+    gift did the little man usually ask for in return?" the more for lacking "sort" and "usually")."""
+    if unframed_terms != terms and lemma_coverage(unframed_terms, text) == 1.0:
+        return 1.0
+    return lemma_coverage(terms, text)
 
 
 RELATION = re.compile(
