@@ -128,6 +128,19 @@ def test_a_word_asked_with_a_slip_is_searched_as_the_book_writes_it(fairytale_li
     assert answer.citations[0].chapter_title == "THE TALE OF PETER RABBIT"
 
 
+def test_a_refusal_names_the_respelled_search_it_did_not_keep(fairytale_library: Path) -> None:
+    # "parsely" is read as Potter's "parsley", but no passage holds a rocket ship either way: refused, and
+    # the refusal lists both searches (before, only the one as asked, though both had run)
+    answer = ask(
+        "Where did Peter find the parsely rocket ship?", library=fairytale_library, config={"llm": "none"}
+    )
+    lines = answer.answer.splitlines()
+    assert lines[0] == NOT_FOUND and not answer.citations
+    searched = lines[lines.index("Searched:") + 1 :]
+    assert any("'Where did Peter find the parsely rocket ship'" in line for line in searched)
+    assert any("'Where did Peter find the parsley rocket ship'" in line for line in searched)
+
+
 def test_a_word_asked_with_a_slip_of_its_stem_is_searched_as_the_book_writes_it(alice_library: Path) -> None:
     # Alice writes "beheaded" and "beheading", never "behead": "behaed" is one slip from their stem (the
     # abridged EPUB's evidence holds "beheading"). Before, the slip was not read, and the demo library

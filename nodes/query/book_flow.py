@@ -254,8 +254,9 @@ def _judged(
     if slips and sufficient(renamed(clause, slips), *lists, min_coverage, min_similarity, titles):
         found, ok, clause = respelled, True, renamed(clause, slips)  # the rules below read it so
         notes.extend(f'Read "{asked}" as "{own}"' for asked, own in slips)
-    else:  # a respelling whose search is not sufficient evidence leaves the clause as asked
-        slips = ()
+    else:  # a respelling whose search is not sufficient evidence leaves the clause as asked (its
+        # search is still listed among those a refusal names)
+        found, slips = replace(found, searched=respelled.searched), ()
     escalated, aliases = False, slips
     top = held_texts(found.lexical, found.semantic, titles)
     if not ok and tools.budget.left > 0:
@@ -268,6 +269,8 @@ def _judged(
                 escalated, ok, aliases = True, True, (*aliases, *names)
                 found = replace(more, searched=(*found.searched, *more.searched))
                 notes.extend(f'The book calls {name} "{own}"' for name, own in names)
+            else:  # not kept, but searched: a refusal names it
+                found = replace(found, searched=(*found.searched, *more.searched))
         if alias is None and not ok:  # a respelling that did not help leaves the escalation as it was
             more, more_notes = _escalated(tools, found, route.suggested_queries, k)
             if more is not found:
@@ -307,7 +310,7 @@ def _slips_read(
     (``word_respellings``: "parsely", "hosue", "recognise" for "recognize") that no book in play holds
     as asked, and those ``(asked, own)`` pairs; ``found`` and ``()`` when there are none, the budget is
     spent or the new search finds nothing. The caller keeps it only when the evidence rule finds it
-    sufficient ("reset" is no slip of "rest" however few books say "reset")."""
+    sufficient ("reset" is no slip of "rest" however few books say "reset"); else a refusal lists it."""
     if tools.budget.left <= 0:
         return found, ()
     texts = held_texts(found.lexical, found.semantic, titles)
