@@ -97,6 +97,7 @@ def test_short_texts_share_a_row_and_long_ones_keep_their_own():
     assert packed_rows([40, 60, 90, 20], 256) == [[2, 1, 0, 3]]  # the reader's four units: one row of 210
     assert packed_rows([256, 200, 60, 56, 10], 256) == [[0], [1, 3], [2, 4]]  # first fit, longest first
     assert packed_rows([300, 5], 256) == [[0], [1]]  # over the capacity: a row of its own
+    assert packed_rows([100, 100, 100, 100], 256) == [[0], [1], [2], [3]]  # sharing would save nothing
     assert sorted(i for row in packed_rows([7, 3, 250, 9, 120, 130], 256) for i in row) == list(range(6))
 
 

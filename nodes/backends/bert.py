@@ -234,10 +234,13 @@ def packed_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
     """The texts (indices into ``lengths``, their token counts) packed into rows of at most ``capacity``
     tokens, longest first, each into the first row it fits (first-fit decreasing); a text longer than
     ``capacity`` has a row of its own. Short texts share a row instead of each being padded to the
-    longest: the reader's four sentence units hold 29% padding as one padded batch."""
+    longest: the reader's four sentence units hold 29% padding as one padded batch. When sharing would
+    not compute fewer tokens than padding (texts of one length), each text keeps a row of its own: a
+    shared row's attention spans all of it, masked or not."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     rows: list[list[int]] = []
     room: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+    for i in order:
         r = next((r for r, free in enumerate(room) if lengths[i] <= free), None)
         if r is None:
             rows.append([i])
@@ -245,6 +248,9 @@ def packed_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
         else:
             rows[r].append(i)
             room[r] -= lengths[i]
+    width = max((sum(lengths[i] for i in row) for row in rows), default=0)
+    if len(rows) * width >= len(lengths) * max(lengths, default=0):
+        return [[i] for i in order]
     return rows
 
 
