@@ -141,6 +141,21 @@ def test_a_refusal_names_the_respelled_search_it_did_not_keep(fairytale_library:
     assert any("'Where did Peter find the parsley rocket ship'" in line for line in searched)
 
 
+def test_a_refusal_names_the_renamed_search_it_did_not_keep(fairytale_library: Path) -> None:
+    # FairytaleQA's own question: the name "Duches'" is searched again as Potter's "Duchess'", which is not
+    # sufficient either ("Riby" stays unheld); the refusal lists that search too
+    answer = ask(
+        "What is the similarity between Duches' and Riby's pies?",
+        library=fairytale_library,
+        config={"llm": "none"},
+    )
+    lines = answer.answer.splitlines()
+    assert lines[0] == NOT_FOUND and not answer.citations
+    searched = lines[lines.index("Searched:") + 1 :]
+    assert any("Duches' and Riby's pies" in line for line in searched)
+    assert any("Duchess' and Riby's pies" in line for line in searched)
+
+
 def test_a_word_asked_with_a_slip_of_its_stem_is_searched_as_the_book_writes_it(alice_library: Path) -> None:
     # Alice writes "beheaded" and "beheading", never "behead": "behaed" is one slip from their stem (the
     # abridged EPUB's evidence holds "beheading"). Before, the slip was not read, and the demo library
