@@ -156,6 +156,23 @@ def test_a_refusal_names_the_renamed_search_it_did_not_keep(fairytale_library: P
     assert any("Duchess' and Riby's pies" in line for line in searched)
 
 
+def test_a_real_word_the_books_lack_is_not_read_as_a_slip(
+    fairytale_library: Path, time_machine_library: Path
+) -> None:
+    # FairytaleQA's own question: no book says "build", the evidence says "built" (one slip away); before,
+    # the answer's notes said 'Read "build" as "built"'. The encoder's vocabulary knows "build" as a word
+    answer = ask("What did the cock build?", library=fairytale_library, config={"llm": "none"})
+    assert not any(note.startswith("Read ") for note in answer.notes), answer.notes
+    assert "six mice built a little waggon" in answer.answer
+    # and "scare" was read as Wells's "scarce"
+    answer = ask(
+        "What did the Time Traveller burn to scare the Morlocks?",
+        library=time_machine_library,
+        config={"llm": "none"},
+    )
+    assert not any(note.startswith("Read ") for note in answer.notes), answer.notes
+
+
 def test_a_word_asked_with_a_slip_of_its_stem_is_searched_as_the_book_writes_it(alice_library: Path) -> None:
     # Alice writes "beheaded" and "beheading", never "behead": "behaed" is one slip from their stem (the
     # abridged EPUB's evidence holds "beheading"). Before, the slip was not read, and the demo library

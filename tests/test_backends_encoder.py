@@ -218,3 +218,12 @@ def test_a_long_query_is_the_mean_of_its_windows_not_its_first_window(encoder):
     assert np.allclose(vector, expected, atol=1e-5)
     first_window_only = encoder.encode([parts[0]])[0]
     assert float(vector @ first_window_only) < 0.99  # the tail counts: no silent truncation
+
+
+def test_the_encoder_knows_real_words_and_not_slips() -> None:
+    # what the slip reading asks before it respells a word (``book_flow._slips_read``)
+    encoder = load_encoder("minilm", "fp32")
+    for word in ("scare", "build", "describe", "Forgive", "recognise"):
+        assert encoder.keeps_whole(word), word
+    for word in ("parsely", "hosue", "behaed", "puppiess", "dumplying"):
+        assert not encoder.keeps_whole(word), word

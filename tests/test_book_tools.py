@@ -26,7 +26,7 @@ from folio.nodes.core.types import (
     Hit,
     RouteDecision,
 )
-from folio.nodes.core.word_forms import asked_frame
+from folio.nodes.core.word_forms import asked_frame, spelling_variant
 from folio.nodes.query.book_flow import (
     _book_hits,
     _boosted,
@@ -554,3 +554,23 @@ def test_the_agents_tools_allow_one_widening_as_the_pipeline(potter) -> None:
     for _ in range(2):
         free.text_search("Peter", [chapter])
         free.text_search("Peter")
+
+
+@pytest.mark.parametrize(
+    ("asked", "own", "variant"),
+    [
+        ("recognise", "recognize", True),
+        ("organized", "organised", True),
+        ("colour", "color", True),
+        ("neighbours", "neighbors", True),
+        ("scare", "scarce", False),
+        ("build", "built", False),
+        ("reset", "rest", False),
+        ("rose", "roze", True),  # any one s for z
+        ("house", "house", False),
+    ],
+)
+def test_spelling_variants_are_one_word_in_british_and_american_spelling(
+    asked: str, own: str, variant: bool
+) -> None:
+    assert spelling_variant(asked, own) is variant

@@ -171,6 +171,11 @@ class Encoder:
         """Character offsets of each token of ``text`` (no special tokens, no truncation)."""
         return self.tokenizer.encode(text, add_special_tokens=False).offsets
 
+    def keeps_whole(self, word: str) -> bool:
+        """Whether the tokenizer reads ``word`` as one token of its vocabulary: a word the model knows
+        (MiniLM's WordPiece keeps "scare", "describe", "build" whole; "parsely" and "hosue" in pieces)."""
+        return len(self.tokenizer.encode(word.lower(), add_special_tokens=False).ids) == 1
+
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 

@@ -7,6 +7,9 @@ word's light stem with an irregular form read as its base (what the reader and t
 a question's words by). The regular
 forms are matched by light stems and ``sentence_scoring._other_forms``.
 
+``spelling_variant``: two spellings of one word ("recognise" / "recognize", "colour" / "color"), which a
+slip respelling may join although both are real words.
+
 ``asked_frame``: the words of how a question is asked, which neither the evidence rule nor the reader
 looks for in a passage (``unframed``): the "kind" of "What kind of things ...?" and an adverb of
 frequency ("often").
@@ -189,3 +192,14 @@ def unframed(terms: frozenset[str], question: str) -> frozenset[str]:
     """``terms`` (the question's stems) without how it is asked (``asked_frame``), unless nothing else is
     asked ("How often?" keeps its word): what the evidence rule and the reader look for in a passage."""
     return (terms - asked_frame(question)) or terms
+
+
+def spelling_variant(asked: str, own: str) -> bool:
+    """Whether ``asked`` and ``own`` are one word in British and American spelling: "s" for "z"
+    ("recognise" / "recognize") or "our" for "or" ("colour" / "color"). A slip respelling joins two
+    such real words; any other real word asked is no slip ("scare" is not "scarce")."""
+    a, b = asked.lower(), own.lower()
+    if len(a) == len(b):
+        differ = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(differ) == 1 and {a[differ[0]], b[differ[0]]} == {"s", "z"}
+    return a != b and a.replace("our", "or") == b.replace("our", "or")

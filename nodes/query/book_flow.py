@@ -13,9 +13,10 @@
    keeps the search order with a note (``nodes/backends/rerank.py``).
 3. ``book_evidence`` (the rule's helpers: ``nodes/core/evidence.py``). First, a word of the clause written
    with a slip (``ranking.word_respellings``: 5+ letters, not a name, held by no evidence text nor by any
-   book in play, one slip after its first two letters from a word the evidence writes at least twice:
-   "parsely", "hosue", "recognise") is searched once more as the evidence writes it; when that search
-   is sufficient evidence (below), it replaces the first, the answer's notes say so ('Read "parsely" as
+   book in play, no word the encoder's vocabulary keeps whole unless a ``spelling_variant``: "scare" is
+   no slip of "scarce"; one slip after its first two letters from a word the evidence writes twice:
+   "parsely", "hosue", "recognise") is searched again as the evidence writes it; when that search is
+   sufficient evidence (below), it replaces the first, the answer's notes say so ('Read "parsely" as
    "parsley"') and the reader reads the clause so (FairytaleQA writes about 25 of its 365 questions with
    slips, most of them in names, which ``respellings`` reads). The evidence is *sufficient* when
    (a) every name of the clause is held by one of the top ten lexical and top ten semantic chunks, their
@@ -41,9 +42,8 @@
 4. Optional chapter summaries (``answer_summaries: true``, ``llm: openai``) of the top two hits'
    chapters for the LLM answer's prompt, stored in the library; their notes are the answer's.
 
-Agent mode: the same ``BookTools`` with one widening (``escalating``); ``fallback_evidence`` is its
-whole-book search when it cites nothing. No semantic search is lexical-only (noted); a spent budget
-stops retrieval with what it has (noted).
+Agent mode: the same ``BookTools``, one widening (``escalating``); ``fallback_evidence`` is its whole-book
+search when it cites nothing. No semantic search: lexical only (noted); a spent budget stops (noted).
 
 Config keys: ``search_k``, ``hybrid_fusion``, ``hybrid_lexical_weight``, ``hybrid_rrf_k``,
 ``scope_max_chapters``, ``scope_boost``, ``rerank``, ``rerank_model``, ``rerank_depth``,
@@ -106,6 +106,7 @@ from folio.nodes.core.types import (
     Hit,
     RouteDecision,
 )
+from folio.nodes.core.word_forms import spelling_variant
 
 # A missing name and a chapter title read alike from this cosine (MiniLM): "Little Red Riding Hood" and
 # "Little Red-Cap" 0.66; with half the name's words shared ("Harry Potter" / "Beatrix Potter" 0.68 would
@@ -308,16 +309,18 @@ def _slips_read(
 ) -> tuple[BookHits, tuple[tuple[str, str], ...]]:
     """The clause searched again with the evidence's spelling of the words it writes with a slip
     (``word_respellings``: "parsely", "hosue", "recognise" for "recognize") that no book in play holds
-    as asked, and those ``(asked, own)`` pairs; ``found`` and ``()`` when there are none, the budget is
-    spent or the new search finds nothing. The caller keeps it only when the evidence rule finds it
-    sufficient ("reset" is no slip of "rest" however few books say "reset"); else a refusal lists it."""
+    as asked nor the encoder knows as a word ("reset" is no slip of "rest"), and those pairs; ``found``
+    and ``()`` when there are none, the budget is spent or the new search finds nothing. The caller
+    keeps it only when the evidence rule finds it sufficient; else a refusal lists it."""
     if tools.budget.left <= 0:
         return found, ()
     texts = held_texts(found.lexical, found.semantic, titles)
+    known = getattr(tools.encoder, "keeps_whole", lambda word: False)  # a real word is no slip
     slips = tuple(
         (asked, own)
         for asked, own in word_respellings(found.question, texts)
-        if not any(store.holds_phrase(asked) for store in tools.stores.values())
+        if (spelling_variant(asked, own) or not known(asked))
+        and not any(store.holds_phrase(asked) for store in tools.stores.values())
     )
     if not slips:
         return found, ()
