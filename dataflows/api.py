@@ -175,6 +175,8 @@ def search(
     ``dataflows.filtering``) by words, meaning, or both."""
     from folio.dataflows.registry import execute  # Hamilton's driver: not for `folio books`
 
+    if not query.strip():  # as `folio ask` and the service: no search of nothing (meaning would rank all)
+        raise FolioError("query", "empty query")
     lib = resolve_library(library)
     overrides: dict[str, Any] = {}
     if mode:

@@ -1804,7 +1804,6 @@ HOSTILE = {
     "ten-thousand-chars": "whale " * 1700,
     "emoji-rtl": "🐋 \u202e whale \u200b",
     "only-punctuation": "?!.,;:()[]{}",
-    "empty": "",
 }
 cases(
     "queries",
@@ -1819,7 +1818,9 @@ cases(
         for name, q in HOSTILE.items()
         if name in ("fts-near", "sql", "ten-thousand-chars")
     }
-    | {"ask-empty": (_args_case(("ask", ""), ("question",)), True)},
+    | {"ask-empty": (_args_case(("ask", ""), ("question",)), True)}
+    | {"search-empty": (_args_case(("search", ""), ("query",)), True)}
+    | {"search-blank": (_args_case(("search", "   "), ("query",)), True)},
 )
 
 
