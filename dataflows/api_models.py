@@ -221,7 +221,8 @@ class SourceError(Shape):
 
 
 class SupersededBook(Shape):
-    """An older edition of a Kiwix book left out for a newer one."""
+    """An older edition of a Kiwix book left out for a newer one (searched only where the newer finds
+    nothing, and then listed among the books searched instead)."""
 
     book: str
     by: str

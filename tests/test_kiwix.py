@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from folio.dataflows.asking import ask
 from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_backend, kiwix_config, kiwix_driver
 from folio.dataflows.registry import settings_inputs
@@ -23,6 +24,7 @@ from folio.nodes.kiwix.candidates import (
     _edition,
     _key_phrases,
     _newest_editions,
+    _older_editions,
     _pool,
     _query_excerpt,
     _rarest_terms,
@@ -221,6 +223,35 @@ def test_both_ray_charles_editions_loaded_searches_only_the_newest(tmp_path: Pat
     out = run(cfg, "Why did Ray Charles lose his sight?", tmp_path, ["superseded_books", "book_searches"])
     assert out["superseded_books"] == ((RAY_OLD, RAY),)
     assert RAY_OLD not in {s.book for s in out["book_searches"]}
+
+
+def test_an_older_edition_is_searched_where_the_newest_finds_nothing(tmp_path: Path) -> None:
+    # the 2020 "mini" edition holds only each article's lead: no article says "married"; before, the
+    # 2018 "novid" edition it superseded was never searched and the question found nothing
+    question = "Who was Ray Charles married to?"
+    cfg = kiwix_config(load_config(overrides={"llm": "none"}), zim_paths=ALL_ZIMS)
+    out = run(cfg, question, tmp_path, ["book_searches", "kiwix_result"])
+    by_book = {s.book: s for s in out["book_searches"]}
+    assert not by_book[RAY].candidates and by_book[RAY_OLD].candidates
+    result = out["kiwix_result"]
+    assert result.selected_books[0] == RAY_OLD and RAY_OLD in result.searched_books
+    assert result.superseded_books == ()  # it was searched
+    # what `folio ask` answers from it (an empty library: the archives alone)
+    answer = ask(question, library=tmp_path / "lib", zim_paths=ALL_ZIMS, config={"llm": "none"})
+    assert "His first marriage was to Eileen Williams Robinson" in answer.answer
+    assert answer.citations[0].zim == RAY_OLD and answer.citations[0].path == "A/Ray_Charles.html"
+
+
+def test_older_editions_newest_first() -> None:
+    pairs = (
+        ("wiki_en_x_2018-10", "wiki_en_x_mini_2022-01"),
+        ("wiki_en_x_nopic_2020-05", "wiki_en_x_mini_2022-01"),
+    )
+    assert _older_editions(pairs, "wiki_en_x_mini_2022-01") == (
+        "wiki_en_x_nopic_2020-05",
+        "wiki_en_x_2018-10",
+    )
+    assert _older_editions(pairs, "other") == ()
 
 
 # --- the search ladder on real books ---------------------------------------------------------------

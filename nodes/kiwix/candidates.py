@@ -22,7 +22,10 @@ it begins. Articles are read through the backends' page caches (no extra request
 
 Editions: books whose names differ only by flavour and date (``wikipedia_en_ray_charles_mini_2020-03``
 and ``..._novid_2018-10``) are editions of one Kiwix book; only the newest is searched, the older ones
-are reported by ``superseded_books`` (else every shared article is ranked, selected and fused twice).
+are reported by ``superseded_books`` (else every shared article is ranked, selected and fused twice),
+unless the newest finds nothing: then its older editions are, newest first, until one finds something
+(a "mini" edition holds each article's lead only: "Who was Ray Charles married to?" is answered from
+the 2018 "novid" edition, which the 2020 "mini" one superseded).
 
 Which books are searched (``searched_books``): up to ``kiwix_search_all_max`` (8) archives, every one
 (its evidence then selects); with more, the catalogue chooses ``kiwix_max_books`` archives *before* any
@@ -395,12 +398,31 @@ def superseded_books(kiwix_catalog: KiwixCatalog) -> tuple[tuple[str, str], ...]
 
 
 def book_searches(
-    kiwix_backend: Any, searched_books: tuple[KiwixBook, ...], search_terms: str, kiwix_query: str
+    kiwix_backend: Any,
+    searched_books: tuple[KiwixBook, ...],
+    superseded_books: tuple[tuple[str, str], ...],
+    search_terms: str,
+    kiwix_query: str,
 ) -> tuple[BookSearch, ...]:
-    """The search ladder run on every available book."""
+    """The search ladder run on every available book; where a book finds nothing, on its older editions
+    (newest first) until one finds something: a newer "mini" edition holds only each article's lead."""
     terms = tuple(search_terms.split())
     suggest_inputs = _suggest_terms(kiwix_query, terms)
-    return tuple(_search_book(kiwix_backend, b.name, terms, suggest_inputs) for b in searched_books)
+    out: list[BookSearch] = []
+    for book in searched_books:
+        found = _search_book(kiwix_backend, book.name, terms, suggest_inputs)
+        out.append(found)
+        for older in () if found.candidates or found.error else _older_editions(superseded_books, book.name):
+            out.append(_search_book(kiwix_backend, older, terms, suggest_inputs))
+            if out[-1].candidates:
+                break
+    return tuple(out)
+
+
+def _older_editions(superseded: Sequence[tuple[str, str]], newer: str) -> tuple[str, ...]:
+    """The editions ``newer`` supersedes (``superseded_books`` pairs), newest first."""
+    older = [old for old, new in superseded if new == newer]
+    return tuple(sorted(older, key=lambda name: (_edition(name) or ("", ""))[1], reverse=True))
 
 
 def book_ranking(
@@ -421,15 +443,19 @@ def selected_books__none(
 @config.when(llm="openai")
 def selected_books__openai(
     llm_client: Any,
-    searched_books: tuple[KiwixBook, ...],
+    kiwix_catalog: KiwixCatalog,
+    book_searches: tuple[BookSearch, ...],
     book_ranking: tuple[tuple[str, float], ...],
     kiwix_query: str,
     kiwix_max_books: int = 2,
 ) -> tuple[str, ...]:
-    """The LLM's ranking of the books (unknown names dropped); the evidence rule when nothing valid remains.
+    """The LLM's ranking of the books searched (an older edition searched where the newest found nothing
+    among them; unknown names dropped); the evidence rule when nothing valid remains.
 
     No question (nothing routed to Kiwix) or no book to rank: no LLM call, no book."""
     limit = max(1, int(kiwix_max_books))
+    names = {s.book for s in book_searches}
+    searched_books = [b for b in kiwix_catalog.books if b.name in names]
     if not kiwix_query.strip() or not searched_books:
         return ()
     try:

@@ -57,8 +57,8 @@ from folio.nodes.core import reading, sentence_scoring
 from folio.nodes.core.kiwix_types import (
     Article,
     ArticleSection,
+    BookSearch,
     ContextSection,
-    KiwixBook,
     KiwixContext,
     KiwixResult,
     ScoredCandidate,
@@ -326,14 +326,16 @@ def kiwix_context(
 def kiwix_result(
     kiwix_query: str,
     search_terms: str,
-    searched_books: tuple[KiwixBook, ...],
+    book_searches: tuple[BookSearch, ...],
     superseded_books: tuple[tuple[str, str], ...],
     selected_books: tuple[str, ...],
     scored_candidates: tuple[ScoredCandidate, ...],
     kiwix_context: KiwixContext,
     kiwix_errors: tuple[tuple[str, str], ...],
 ) -> KiwixResult:
-    """Everything the Kiwix query produced: books, scored candidates, context and errors."""
+    """Everything the Kiwix query produced: books (an older edition searched where the newest found
+    nothing among them, no longer among those not searched), scored candidates, context and errors."""
+    searched = tuple(s.book for s in book_searches)
     return KiwixResult(
         query=kiwix_query,
         search_terms=search_terms,
@@ -341,6 +343,6 @@ def kiwix_result(
         candidates=scored_candidates,
         context=kiwix_context,
         errors=tuple(kiwix_errors) + kiwix_context.errors,
-        searched_books=tuple(b.name for b in searched_books),
-        superseded_books=tuple(superseded_books),
+        searched_books=searched,
+        superseded_books=tuple(pair for pair in superseded_books if pair[0] not in searched),
     )
