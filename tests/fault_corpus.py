@@ -1819,8 +1819,7 @@ cases(
         if name in ("fts-near", "sql", "ten-thousand-chars")
     }
     | {"ask-empty": (_args_case(("ask", ""), ("question",)), True)}
-    | {"search-empty": (_args_case(("search", ""), ("query",)), True)}
-    | {"search-blank": (_args_case(("search", "   "), ("query",)), True)},
+    | {"search-empty": (_args_case(("search", ""), ("query",)), True)},
 )
 
 
