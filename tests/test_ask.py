@@ -43,7 +43,7 @@ def cited_gold_rate(library: Path, qa_file: Path, stride: int = 1) -> tuple[floa
 
 
 def test_fairytaleqa_answers_cite_the_gold_passage(fairytale_library: Path) -> None:
-    # every fourth question (91; every third took 128 s of the suite, near its 30-minute line)
+    # every fourth question (92 located; every third took 128 s of the suite, near its 30-minute line)
     rate, located = cited_gold_rate(fairytale_library, QA / "fairytaleqa" / "questions.csv", stride=4)
     assert located >= 88
     assert rate >= 0.6, rate

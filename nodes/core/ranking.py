@@ -473,9 +473,9 @@ def word_respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, st
     turns into a word the texts write in lower case at least twice ("hosue" / "house", "parsely" /
     "parsley"; the most frequent of several), or into the stem of words they write so ("behaed" /
     "beheaded": ``_slipped_into``). The caller checks that the library holds the asked word
-    nowhere (a real word the evidence lacks is no slip). The texts are searched (one regular expression
-    a word: its first two letters, about its length) only for a word that none of them holds, which their
-    remembered stems tell: most questions cost a set lookup a word."""
+    nowhere and that the encoder's vocabulary does not know it (a real word is no slip). The texts are
+    searched (one regular expression a word: its first two letters, about its length) only for a word
+    that none of them holds, which their remembered stems tell: most questions cost a set lookup a word."""
     named = {fold(w) for name in names_in(question) for w in name}
     asked = [
         (word, fold(word))
