@@ -241,13 +241,13 @@ def test_two_files_with_the_same_book_name_keep_the_first(tmp_path: Path) -> Non
 # --- a ZIM that opens but has a corrupt cluster ---------------------------------------------------
 
 
-def _damaged_zim(directory: Path, name: str, where: str) -> Path:
-    """A copy of the Wikipedia 100 ZIM with 64 bytes flipped inside its first compressed cluster:
-    ``where="middle"`` (its metadata still reads, part of its articles do not) or ``"start"``
-    (nothing compressed reads, the metadata included). Offsets come from the ZIM header."""
+def _damaged_zim(directory: Path, name: str, where: str, source: str = WP100) -> Path:
+    """A copy of the ``source`` ZIM (the Wikipedia 100 one) with 64 bytes flipped inside its first
+    compressed cluster: ``where="middle"`` (its metadata still reads, part of its articles do not) or
+    ``"start"`` (nothing compressed reads, the metadata included). Offsets come from the ZIM header."""
     import struct
 
-    data = bytearray((ZIM_DIR / f"{WP100}.zim").read_bytes())
+    data = bytearray((ZIM_DIR / f"{source}.zim").read_bytes())
     count, pointers = struct.unpack_from("<I", data, 28)[0], struct.unpack_from("<Q", data, 48)[0]
     offsets = [struct.unpack_from("<Q", data, pointers + 8 * i)[0] for i in range(count)] + [len(data)]
     compressed = [i for i in range(count) if data[offsets[i]] & 0x0F in (4, 5)]  # lzma (xz), zstd

@@ -35,6 +35,7 @@ from folio.nodes.kiwix.candidates import (
 )
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer, start_kiwix_serve
+from tests.test_backends_zim import _damaged_zim
 
 WIKI = "wikipedia_en_100_mini_2022-10"
 RAY = "wikipedia_en_ray_charles_mini_2020-03"
@@ -240,6 +241,30 @@ def test_an_older_edition_is_searched_where_the_newest_finds_nothing(tmp_path: P
     answer = ask(question, library=tmp_path / "lib", zim_paths=ALL_ZIMS, config={"llm": "none"})
     assert "His first marriage was to Eileen Williams Robinson" in answer.answer
     assert answer.citations[0].zim == RAY_OLD and answer.citations[0].path == "A/Ray_Charles.html"
+
+
+def test_a_damaged_newest_edition_does_not_hide_an_intact_older_one(tmp_path: Path) -> None:
+    # a copy of the novid archive dated a year later, its first compressed cluster damaged: its search
+    # still lists the Ray Charles article but cannot read it. Before, the intact 2018 edition it
+    # superseded was never searched, no error was shown, and ask answered from "What'd I Say" (Jerry Lee
+    # Lewis "married his 13-year-old cousin")
+    question = "Who was Ray Charles married to?"
+    newer = "wikipedia_en_ray_charles_novid_2019-10"
+    zims = [str(_damaged_zim(tmp_path, newer, "middle", source=RAY_OLD)), str(ZIMS / f"{RAY_OLD}.zim")]
+    cfg = kiwix_config(load_config(overrides={"llm": "none"}), zim_paths=zims)
+    out = run(cfg, question, tmp_path, ["book_searches", "kiwix_result"])
+    by_book = {s.book: s for s in out["book_searches"]}
+    assert by_book[newer].candidates and not by_book[newer].error  # the readable articles still count
+    older_paths = {c.path for c in by_book[RAY_OLD].candidates}
+    assert "A/Ray_Charles.html" in older_paths
+    assert not older_paths & {c.path for c in by_book[newer].candidates}  # each article once
+    result = out["kiwix_result"]
+    assert result.selected_books[0] == RAY_OLD and RAY_OLD in result.searched_books
+    assert [(book, "damaged ZIM archive" in why) for book, why in result.errors] == [(newer, True)]
+    answer = ask(question, library=tmp_path / "lib", zim_paths=zims, config={"llm": "none"})
+    assert "His first marriage was to Eileen Williams Robinson" in answer.answer
+    assert answer.citations[0].zim == RAY_OLD and answer.citations[0].path == "A/Ray_Charles.html"
+    assert any(newer in note and "damaged ZIM archive" in note for note in answer.notes), answer.notes
 
 
 def test_older_editions_newest_first() -> None:

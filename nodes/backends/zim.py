@@ -8,7 +8,9 @@ A damaged archive that opens (a corrupt cluster: libzim raises ``RuntimeError`` 
 lzma status" or "Data corruption detected" when an entry is read) fails only what it touches: metadata
 that cannot be read makes that book an error in ``errors`` at open; an article that cannot be read is a
 ``FolioError`` naming it (``article``) or is skipped among search candidates (the search fails with
-that error only when no candidate could be read), so the other articles and books still answer.
+that error only when no candidate could be read), so the other articles and books still answer; a book
+whose search skipped an article is kept in ``damaged`` (its reason), so its older edition is searched
+too (``nodes/kiwix/candidates.py``) and the answer names the damage.
 
 Limitations: full-text search needs the archive's Xapian index (``FolioError`` otherwise). Suggestions
 use the title index; an archive without one still gets libzim's title-order suggestions, and if those
@@ -151,12 +153,15 @@ class ZimBackend:
 
     Attributes:
         errors: per-book ``FolioError`` for files that could not be opened, keyed by book name.
+        damaged: per-book reason for archives that opened but whose search met an article that could not
+            be read (a corrupt cluster), keyed by book name: recorded when first met, kept.
     """
 
     def __init__(self, zim_paths: Sequence[str | os.PathLike[str]]) -> None:
         self._libzim = _libzim()
         self._zims: dict[str, _Zim] = {}
         self.errors: dict[str, FolioError] = {}
+        self.damaged: dict[str, str] = {}
         self._pages: OrderedDict[tuple[str, str], PageText] = OrderedDict()
         self._pages_lock = threading.Lock()
         for path in zim_paths:
@@ -281,6 +286,7 @@ class ZimBackend:
                 page = self._page(book, entry)
             except FolioError as exc:
                 damage = damage or exc
+                self.damaged.setdefault(book, exc.reason)
                 continue
             out.append(
                 Candidate(

@@ -23,9 +23,11 @@ it begins. Articles are read through the backends' page caches (no extra request
 Editions: books whose names differ only by flavour and date (``wikipedia_en_ray_charles_mini_2020-03``
 and ``..._novid_2018-10``) are editions of one Kiwix book; only the newest is searched, the older ones
 are reported by ``superseded_books`` (else every shared article is ranked, selected and fused twice),
-unless the newest finds nothing: then its older editions are, newest first, until one finds something
-(a "mini" edition holds each article's lead only: "Who was Ray Charles married to?" is answered from
-the 2018 "novid" edition, which the 2020 "mini" one superseded).
+unless the newest finds nothing, fails, or is damaged: then its older editions are, newest first, until
+one finds something (a "mini" edition holds each article's lead only: "Who was Ray Charles married to?"
+is answered from the 2018 "novid" edition, which the 2020 "mini" one superseded; a damaged copy, whose
+search lists articles it cannot read, must not hide an intact older edition, which then adds only the
+articles the damaged one could not give).
 
 Which books are searched (``searched_books``): up to ``kiwix_search_all_max`` (8) archives, every one
 (its evidence then selects); with more, the catalogue chooses ``kiwix_max_books`` archives *before* any
@@ -404,19 +406,30 @@ def book_searches(
     search_terms: str,
     kiwix_query: str,
 ) -> tuple[BookSearch, ...]:
-    """The search ladder run on every available book; where a book finds nothing, on its older editions
-    (newest first) until one finds something: a newer "mini" edition holds only each article's lead."""
+    """The search ladder run on every available book; where a book finds nothing, fails (its error is
+    kept), or is damaged (an article its search met could not be read: ``kiwix_backend.damaged``), on its
+    older editions, newest first, until one finds something: a newer "mini" edition holds only each
+    article's lead, and a damaged copy must not hide an intact older one. Beside a damaged edition, an
+    older one adds only the articles the damaged one could not give."""
     terms = tuple(search_terms.split())
     suggest_inputs = _suggest_terms(kiwix_query, terms)
+    damaged = getattr(kiwix_backend, "damaged", {})
     out: list[BookSearch] = []
     for book in searched_books:
         found = _search_book(kiwix_backend, book.name, terms, suggest_inputs)
         out.append(found)
-        for older in () if found.candidates or found.error else _older_editions(superseded_books, book.name):
-            out.append(_search_book(kiwix_backend, older, terms, suggest_inputs))
+        fallback = not found.candidates or book.name in damaged
+        for older in _older_editions(superseded_books, book.name) if fallback else ():
+            out.append(_without_paths(_search_book(kiwix_backend, older, terms, suggest_inputs), found))
             if out[-1].candidates:
                 break
     return tuple(out)
+
+
+def _without_paths(search: BookSearch, newer: BookSearch) -> BookSearch:
+    """``search`` less the articles (paths) ``newer``, another edition of its book, already found."""
+    held = {c.path for c in newer.candidates}
+    return BookSearch(search.book, tuple(c for c in search.candidates if c.path not in held), search.error)
 
 
 def _older_editions(superseded: Sequence[tuple[str, str]], newer: str) -> tuple[str, ...]:
@@ -494,4 +507,10 @@ def kiwix_errors(
     if kiwix_catalog.error is not None:
         opened.insert(0, kiwix_catalog.error)
     searched = [(s.book, s.error) for s in book_searches if s.error]
-    return tuple(opened + searched)
+    damaged = getattr(kiwix_backend, "damaged", {})
+    skipped = [
+        (s.book, f"{damaged[s.book]}: articles that cannot be read were skipped")
+        for s in book_searches
+        if s.book in damaged and not s.error
+    ]
+    return tuple(opened + searched + skipped)
