@@ -18,8 +18,8 @@ through a kiwix-serve it starts on 127.0.0.1 and stops by PID).
 Metrics: ``top1`` is exact (the gold book and path); ``top1_equivalent`` also accepts at rank 1 an
 article with the gold article's title from another loaded archive (an older edition of the same
 Wikipedia selection holds the same article). Older editions are searched only where the newest finds
-nothing, fails or is damaged (``superseded_books``, ``nodes/kiwix/candidates.py``), so with the question ZIMs the two mostly
-agree; both are reported.
+nothing, fails or is damaged (``superseded_books``, ``nodes/kiwix/candidates.py``), so with the
+question ZIMs the two mostly agree; both are reported.
 """
 
 from __future__ import annotations
