@@ -14,7 +14,7 @@ from folio.dataflows.config import load_config
 from folio.dataflows.kiwix_query import kiwix_backend, kiwix_config, kiwix_driver
 from folio.dataflows.registry import settings_inputs
 from folio.nodes.backends.zim import ZimBackend
-from folio.nodes.core.kiwix_types import Candidate, KiwixBook
+from folio.nodes.core.kiwix_types import Candidate, KiwixBook, KiwixCatalog
 from folio.nodes.core.text import named_phrases
 from folio.nodes.core.types import FolioError
 from folio.nodes.kiwix.candidates import (
@@ -32,6 +32,8 @@ from folio.nodes.kiwix.candidates import (
     _search_book,
     _suggest_terms,
     _valid_llm_books,
+    book_searches,
+    kiwix_errors,
 )
 from tests.conftest import ZIMS
 from tests.servers import Reply, ScriptedLLMServer, start_kiwix_serve
@@ -265,6 +267,45 @@ def test_a_damaged_newest_edition_does_not_hide_an_intact_older_one(tmp_path: Pa
     assert "His first marriage was to Eileen Williams Robinson" in answer.answer
     assert answer.citations[0].zim == RAY_OLD and answer.citations[0].path == "A/Ray_Charles.html"
     assert any(newer in note and "damaged ZIM archive" in note for note in answer.notes), answer.notes
+
+
+class _EditionsBackend:
+    """A scripted backend of two editions: ``failing`` raises on every search; ``damaged`` lists what its
+    search met but could not read; every article reads as its title."""
+
+    def __init__(self, found: dict[str, tuple[str, ...]], failing: str = "", damaged: str = "") -> None:
+        self.found, self.failing = found, failing
+        self.damaged = {damaged: "damaged ZIM archive (test)"} if damaged else {}
+
+    def search(self, book: str, query: str, limit: int = 20) -> tuple[Candidate, ...]:
+        if book == self.failing:
+            raise FolioError(book, "full-text search failed (test)")
+        return tuple(Candidate(book, p, p, p, f"zim://{book}/{p}") for p in self.found.get(book, ()))
+
+    def suggest(self, book: str, term: str, limit: int = 20) -> tuple[Candidate, ...]:
+        return self.search(book, term, limit)
+
+    def article(self, book: str, path: str) -> Any:
+        raise FolioError(path, "not read here")
+
+
+def test_an_older_edition_is_searched_where_the_newest_fails_or_is_damaged() -> None:
+    newer, older = "wiki_en_x_mini_2022-01", "wiki_en_x_nopic_2020-05"
+    pairs = ((older, newer),)
+    found = {newer: ("A/One", "A/Two"), older: ("A/One", "A/Three")}
+    intact = book_searches(_EditionsBackend(found), (book(newer),), pairs, "x y", "x y?")
+    assert [s.book for s in intact] == [newer]  # the newest found something: the older is not searched
+    failed = book_searches(_EditionsBackend(found, failing=newer), (book(newer),), pairs, "x y", "x y?")
+    assert [(s.book, bool(s.error)) for s in failed] == [(newer, True), (older, False)]
+    assert [c.path for c in failed[1].candidates] == ["A/One", "A/Three"]
+    backend = _EditionsBackend(found, damaged=newer)
+    damaged = book_searches(backend, (book(newer),), pairs, "x y", "x y?")
+    assert [s.book for s in damaged] == [newer, older]
+    assert [c.path for c in damaged[1].candidates] == ["A/Three"]  # only what the damaged one lacks
+    catalog = KiwixCatalog(books=(book(newer), book(older)))
+    assert kiwix_errors(backend, catalog, damaged) == (
+        (newer, "damaged ZIM archive (test): articles that cannot be read were skipped"),
+    )
 
 
 def test_older_editions_newest_first() -> None:
