@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import ask
+from folio.nodes.backends.answer_types import asks_what_name_is
 from folio.nodes.core.citing import (
     ANSWER_TOKENS_PER_WORD,
     cited_answer,
@@ -16,7 +17,7 @@ from folio.nodes.core.citing import (
     reply_text,
     whole_sentences,
 )
-from folio.nodes.core.reading import Passage, Quote, read_book
+from folio.nodes.core.reading import Passage, Quote, _in_reading_order, read_book
 from folio.nodes.core.types import NO_RESULTS, Hit, SourceResult
 from folio.nodes.query.answering import (
     AGENT_UNCITED,
@@ -171,6 +172,38 @@ def test_a_real_word_the_books_lack_is_not_read_as_a_slip(
         config={"llm": "none"},
     )
     assert not any(note.startswith("Read ") for note in answer.notes), answer.notes
+
+
+def test_who_a_name_is_is_answered_where_the_book_introduces_it(sherlock_library: Path) -> None:
+    # every evidence chunk holds "Irene Adler"; before, the first-ranked one answered with "I suppose that
+    # you have been watching the habits, and perhaps the house, of Miss Irene Adler."
+    answer = ask("Who is Irene Adler?", library=sherlock_library, config={"llm": "none"})
+    introductions = (
+        "that woman was the late Irene Adler, of dubious and questionable memory",  # the six-book library
+        "I made the acquaintance of the well-known adventuress, Irene Adler",  # the book alone
+    )
+    assert any(text in answer.answer for text in introductions), answer.answer
+    assert "watching the habits" not in answer.answer
+    assert answer.citations[0].chapter_title == "A Scandal in Bohemia"
+
+
+def test_evidence_of_a_name_asked_about_is_read_in_reading_order() -> None:
+    def hit(chapter: str, start: int) -> Hit:
+        return Hit("b", chapter, chapter, f"{chapter}.{start}", start, start + 10, 1.0, "text")
+
+    ranked = [hit("c2", 500), hit("c1", 900), hit("c2", 0), hit("c1", 100), hit("c2", 200)]
+    assert _in_reading_order(ranked) == [ranked[2], ranked[4], ranked[0], ranked[1], ranked[3]]
+    assert asks_what_name_is("Who is Irene Adler?") and asks_what_name_is("What are the Morlocks?")
+    assert asks_what_name_is("Who was Mrs. Tiggy-winkle, whom Lucie met?")
+    assert asks_what_name_is("According to Watson, who was Hugh Boone?")
+    for question in (
+        "Who is the ruler of Lineland?",  # asks for a name
+        "Who is Mr. Collins to Mr. Bennet?",  # a relation
+        "Who was the King of Bohemia?",
+        "What is the capital of Bohemia?",
+        "What was Rumpelstiltskin's name?",
+    ):
+        assert not asks_what_name_is(question), question
 
 
 def test_a_word_asked_with_a_slip_of_its_stem_is_searched_as_the_book_writes_it(alice_library: Path) -> None:

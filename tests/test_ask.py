@@ -43,9 +43,11 @@ def cited_gold_rate(library: Path, qa_file: Path, stride: int = 1) -> tuple[floa
 
 
 def test_fairytaleqa_answers_cite_the_gold_passage(fairytale_library: Path) -> None:
-    # every fourth question (92 located; every third took 128 s of the suite, near its 30-minute line)
-    rate, located = cited_gold_rate(fairytale_library, QA / "fairytaleqa" / "questions.csv", stride=4)
-    assert located >= 88
+    # every eighth question (every third took 128 s of the suite, every fourth 92 located questions and
+    # about 96 s: the suite ran 31 min 50 s on 2026-12-07, over its 30-minute line); the harness and
+    # `folio eval` measure every question
+    rate, located = cited_gold_rate(fairytale_library, QA / "fairytaleqa" / "questions.csv", stride=8)
+    assert located >= 44
     assert rate >= 0.6, rate
 
 

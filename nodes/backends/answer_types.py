@@ -22,6 +22,8 @@ words (an article's lead, a chapter's sentence that names the subject). Cues tha
 
 ``asks_event(question)``: "What happened ...?", "What did X do ...?" ask for an event, which a sentence tells
 by going on: the reader weighs a unit's length for them (``reading.EVENT_LENGTH_WEIGHT``).
+``asks_what_name_is(question)``: "Who is Irene Adler?", "What are the Morlocks?" ask what a name is, which a
+book tells where it introduces it: the reader reads the best chapter's evidence in reading order for them.
 
 A leading clause that sets the question's context is not read (``asked_clause``): "According to the old
 Gay-Head Indian, where did Ahab lose his leg?" asks for a place.
@@ -215,6 +217,20 @@ def asks_event(question: str) -> bool:
     end?", "What did old Mrs. Rabbit do with the onions?", "What did they decide to do?"), not what someone
     can do ("What did the miller tell the king his daughter could do?"), read from its ``asked_clause``."""
     return bool(_EVENT_ASK.search(" ".join(words(asked_clause(question)))))
+
+
+# "Who is Irene Adler?", "What are the Morlocks?", "Who was Mrs. Tiggy-winkle, whom Lucie met?": what / who
+# is, was, are or were, then capitalised words alone (up to a comma or the end)
+_WHAT_NAME_IS = re.compile(
+    r"(?i:(?:who|what)\s+(?:is|was|are|were)\s+(?:the\s+)?)(?:[A-Z][\w'’.-]*\s*)+(?:,.*|[?.!])?\s*$"
+)
+
+
+def asks_what_name_is(question: str) -> bool:
+    """Whether the question asks what (or who) a name is and nothing else ("Who is Irene Adler?", "What are
+    the Morlocks?"), read from its ``asked_clause``: not "Who is the ruler of Lineland?" nor "Who is Mr.
+    Collins to Mr. Bennet?"."""
+    return bool(_WHAT_NAME_IS.match(asked_clause(question).strip()))
 
 
 def _own(word: str, question_words: frozenset[str]) -> bool:

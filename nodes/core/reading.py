@@ -40,7 +40,10 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   passage still under ``SHORT_PASSAGE`` words takes the next sentence even past ``max_words`` (one at
   most twice that long). The encodes go through ``backends.encoder.remembered_encode``: a warm process
   encodes a sentence unit once. ``answer_passages`` picks what an
-  extractive answer shows.
+  extractive answer shows. A question asking what a name is and nothing else ("Who is Irene Adler?",
+  "What are the Morlocks?": ``answer_types.asks_what_name_is``) reads the best hit's chapter's evidence in
+  reading order (``_in_reading_order``): every chunk holds the name, and a book says who or what it is
+  where it introduces it ("the well-known adventuress, Irene Adler"), not where the story later names it.
 
 Measured on FairytaleQA (365 questions, default config, no LLM, the evidence of the ask DAG cached and
 re-read, /tmp/reader2/tune.py; halves = even / odd rows): the accepted answer inside the answer text
@@ -86,7 +89,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from folio.nodes.backends.answer_types import answer_type, asks_event
+from folio.nodes.backends.answer_types import answer_type, asks_event, asks_what_name_is
 from folio.nodes.backends.encoder import remembered_encode
 from folio.nodes.core import sentence_scoring as scoring
 from folio.nodes.core.ranking import search_text
@@ -358,7 +361,7 @@ def read_book(
     max_passages: int = 5,
 ) -> tuple[Passage, ...]:
     """The ranked passages of the top evidence chunks (best first, not overlapping each other)."""
-    top = list(hits[:MAX_CHUNKS])
+    top = _in_reading_order(hits[:MAX_CHUNKS]) if asks_what_name_is(question) else list(hits[:MAX_CHUNKS])
     if not top:
         return ()
     chapters: dict[tuple[str, str], list[Hit]] = {}
@@ -412,6 +415,15 @@ def read_book(
             )
         passages.append(Passage(tuple(quotes), s))
     return tuple(passages)
+
+
+def _in_reading_order(hits: Sequence[Hit]) -> list[Hit]:
+    """The evidence of a question asking what a name is ("Who is Irene Adler?"): the best hit's chapter's
+    chunks first, in reading order, then the others as ranked. Every chunk holds the name, so retrieval
+    rank says little; a book says who or what a name is where it introduces it ("that woman was the late
+    Irene Adler, of dubious and questionable memory"), not where the story later mentions it."""
+    first = [h for h in hits if (h.book_id, h.chapter_id) == (hits[0].book_id, hits[0].chapter_id)]
+    return sorted(first, key=lambda h: h.start) + [h for h in hits if h not in first]
 
 
 def _nearest(span: tuple[int, int], hits: Sequence[Hit]) -> Hit | None:
