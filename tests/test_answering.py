@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import ask
-from folio.nodes.backends.answer_types import asks_what_name_is
+from folio.nodes.backends.answer_types import asked_name, asks_what_name_is, introduces
 from folio.nodes.core.citing import (
     ANSWER_TOKENS_PER_WORD,
     cited_answer,
@@ -204,6 +204,43 @@ def test_evidence_of_a_name_asked_about_is_read_in_reading_order() -> None:
         "What was Rumpelstiltskin's name?",
     ):
         assert not asks_what_name_is(question), question
+
+
+def test_what_a_name_is_is_answered_with_the_sentence_that_introduces_it(time_machine_library: Path) -> None:
+    # before: "So the Morlocks thought." (chapter XIII, the best hit, only mentions them) and, for Filby,
+    # "Had Filby shown the model and explained the matter in the Time Traveller's words ..."
+    morlocks = ask("What are the Morlocks?", library=time_machine_library, config={"llm": "none"})
+    assert "was the name by which these creatures were called" in morlocks.answer, morlocks.answer
+    assert not morlocks.answer.startswith("So the Morlocks thought")
+    filby = ask("Who is Filby?", library=time_machine_library, config={"llm": "none"})
+    assert "said Filby, an argumentative person with red hair" in filby.answer, filby.answer
+
+
+def test_a_sentence_introducing_a_name_is_told_from_one_that_only_mentions_it() -> None:
+    assert asked_name("Who is the Mock Turtle?") == "Mock Turtle"
+    assert asked_name("Who was Mrs. Tiggy-winkle, whom Lucie met?") == "Mrs. Tiggy-winkle"
+    assert asked_name("Who is the ruler of Lineland?") == ""
+    introducing = {
+        "Morlocks": "from what I had seen of the Morlocks—that, by the bye, was the name by which these "
+        "creatures were called—I could imagine",
+        "Irene Adler": "I made the acquaintance of the well-known adventuress, Irene Adler.",
+        "Hugh Boone": "His name is Hugh Boone, and his hideous face is one which is familiar",
+        "Hansel": "the boy's name was Hansel and the girl's Grethel.",
+        "Filby": "said Filby, an argumentative person with red hair.",
+        "Mr. Jeremy Fisher": "Once upon a time there was a frog called Mr. Jeremy Fisher;",
+    }
+    for name, text in introducing.items():
+        assert introduces(name, text), name
+    mentioning = {
+        "Morlocks": "So the Morlocks thought.",
+        "Irene Adler": "the habits, and perhaps the house, of Miss Irene Adler.",
+        "Dormouse": "‘Collar that Dormouse,’ the Queen shrieked out.",
+        "Peter Rabbit": "As soon as the coast was clear, Peter Rabbit and Benjamin Bunny came out.",
+        "Mock Turtle": "said the Mock Turtle to the Gryphon.",
+    }
+    for name, text in mentioning.items():
+        assert not introduces(name, text), name
+    assert not introduces("", "His name is Hugh Boone")
 
 
 def test_a_word_asked_with_a_slip_of_its_stem_is_searched_as_the_book_writes_it(alice_library: Path) -> None:

@@ -23,7 +23,10 @@ words (an article's lead, a chapter's sentence that names the subject). Cues tha
 ``asks_event(question)``: "What happened ...?", "What did X do ...?" ask for an event, which a sentence tells
 by going on: the reader weighs a unit's length for them (``reading.EVENT_LENGTH_WEIGHT``).
 ``asks_what_name_is(question)``: "Who is Irene Adler?", "What are the Morlocks?" ask what a name is, which a
-book tells where it introduces it: the reader reads the best chapter's evidence in reading order for them.
+book tells where it introduces it: the reader reads the best chapter's evidence in reading order for them,
+and ``introduces(asked_name(question), sentence)`` tells a sentence that introduces the name ("His name is
+Hugh Boone", "a frog called Mr. Jeremy Fisher", "the well-known adventuress, Irene Adler") from one that
+only mentions it ("So the Morlocks thought.").
 
 A leading clause that sets the question's context is not read (``asked_clause``): "According to the old
 Gay-Head Indian, where did Ahab lose his leg?" asks for a place.
@@ -231,6 +234,44 @@ def asks_what_name_is(question: str) -> bool:
     the Morlocks?"), read from its ``asked_clause``: not "Who is the ruler of Lineland?" nor "Who is Mr.
     Collins to Mr. Bennet?"."""
     return bool(_WHAT_NAME_IS.match(asked_clause(question).strip()))
+
+
+def asked_name(question: str) -> str:
+    """The name a question asking what a name is asks about ("Who is the Mock Turtle?" -> "Mock Turtle"),
+    "" for any other question."""
+    m = _WHAT_NAME_IS.match(asked_clause(question).strip())
+    if not m:
+        return ""
+    name = re.sub(r"^(?i:(?:who|what)\s+(?:is|was|are|were)\s+(?:the\s+)?)", "", m.group(0))
+    return re.split(r"[,?!]", name)[0].strip().rstrip(".").strip()
+
+
+# the name introduced: "the well-known adventuress, Irene Adler"; "His name is Hugh Boone"; "the boy's name
+# was Hansel"; "the Morlocks—that, by the bye, was the name by which these creatures were called"; "said
+# Filby, an argumentative person"; "Irene Adler was a ..."; "a little man called Rumpelstiltskin"
+_INTRODUCING = (
+    r"\b(?:name|names|called|named|known as)\b[^.;:!?]{{0,12}}?\b{name}\b",
+    r"\b{name}\b[’'”\"]?\s*[-—–,(]+[^.;!?]{{0,30}}?\b(?:name|names|called|named)\b",
+    r"\b{name}\b,\s*(?:a|an|the)\s",  # not "'Collar that Dormouse,' the Queen shrieked"
+    r"\b{name}\b[’'”\"]?\s+(?:is|was|are|were)\s+(?:a|an|the|one)\s",
+)
+# "the well-known adventuress, Irene Adler": the words between the article and the name are no function words
+# (not "the coast was clear, Peter Rabbit and Benjamin Bunny came out")
+_APPOSITIVE = r"\b(?:a|an|the)\s+((?:[\w-]+\s+){{0,2}}[\w-]+),\s*[‘'“\"]?{name}\b"
+
+
+def introduces(name: str, text: str) -> bool:
+    """Whether ``text`` introduces ``name``: names it with a noun beside it, or says that it is its name
+    (``_INTRODUCING``), where a question asking what a name is finds its answer."""
+    if not name:
+        return False
+    escaped = r"\s+".join(re.escape(w) for w in name.split())
+    if any(re.search(p.format(name=escaped), text, re.IGNORECASE) for p in _INTRODUCING):
+        return True
+    return any(
+        not any(w in STOPWORDS for w in words(m.group(1)))
+        for m in re.finditer(_APPOSITIVE.format(name=escaped), text, re.IGNORECASE)
+    )
 
 
 def _own(word: str, question_words: frozenset[str]) -> bool:

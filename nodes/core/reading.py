@@ -43,7 +43,10 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   extractive answer shows. A question asking what a name is and nothing else ("Who is Irene Adler?",
   "What are the Morlocks?": ``answer_types.asks_what_name_is``) reads the best hit's chapter's evidence in
   reading order (``_in_reading_order``): every chunk holds the name, and a book says who or what it is
-  where it introduces it ("the well-known adventuress, Irene Adler"), not where the story later names it.
+  where it introduces it ("the well-known adventuress, Irene Adler"), not where the story later names it;
+  a sentence introducing the name (``answer_types.introduces``: "the Morlocks—that, by the bye, was the
+  name by which these creatures were called", "said Filby, an argumentative person with red hair") gains
+  ``INTRODUCING_WEIGHT``, enough to outweigh three retrieval ranks of ``RANK_PRIOR``.
 
 Measured on FairytaleQA (365 questions, default config, no LLM, the evidence of the ask DAG cached and
 re-read, /tmp/reader2/tune.py; halves = even / odd rows): the accepted answer inside the answer text
@@ -89,7 +92,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from folio.nodes.backends.answer_types import answer_type, asks_event, asks_what_name_is
+from folio.nodes.backends.answer_types import (
+    answer_type,
+    asked_name,
+    asks_event,
+    asks_what_name_is,
+    introduces,
+)
 from folio.nodes.backends.encoder import remembered_encode
 from folio.nodes.core import sentence_scoring as scoring
 from folio.nodes.core.ranking import search_text
@@ -113,6 +122,7 @@ SHORT_PASSAGE = 35  # (book passages) a passage of fewer words takes its next se
 EVENT_LENGTH_WEIGHT = 0.1  # (book passages) an event asked for: a unit gains this share of its words ...
 EVENT_LENGTH_WORDS = 20  # ... up to this many (``answer_types.asks_event``)
 CROSS_PARAGRAPH = False  # (book passages) a predecessor a pronoun needs may come from the paragraph before
+INTRODUCING_WEIGHT = 0.3  # (book passages) asked what a name is: a sentence introducing it gains this
 
 
 def passage(texts: Sequence[str], scores: Sequence[float], max_words: int = 60) -> tuple[int, ...]:
@@ -275,9 +285,11 @@ def _unit_scores(
     kind = asked(question)
     qwords = frozenset(words(question))
     typed = answer_type(question)
+    name = asked_name(question)
     cue = {
         k: scoring.KIND_WEIGHT * scoring.kind_cue(kind, windows[k[0]].texts[k[1]], qwords)
         + scoring.TYPE_WEIGHT * scoring.type_cue(typed, windows[k[0]].texts[k[1]], qwords)
+        + (INTRODUCING_WEIGHT if name and introduces(name, windows[k[0]].texts[k[1]]) else 0.0)
         for k in keys
     }
     # an event asked for ("What happened to Mr. Korbes ...?"): a unit that goes on tells more of it than a
