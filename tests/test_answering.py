@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from folio.dataflows.asking import ask
+from folio.dataflows.library import Library
 from folio.nodes.backends.answer_types import asked_name, asks_what_name_is, introduces
 from folio.nodes.core.citing import (
     ANSWER_TOKENS_PER_WORD,
@@ -17,7 +18,7 @@ from folio.nodes.core.citing import (
     reply_text,
     whole_sentences,
 )
-from folio.nodes.core.reading import Passage, Quote, _in_reading_order, read_book
+from folio.nodes.core.reading import Passage, Quote, _in_reading_order, first_mentioned, read_book
 from folio.nodes.core.types import NO_RESULTS, Hit, SourceResult
 from folio.nodes.query.answering import (
     AGENT_UNCITED,
@@ -214,6 +215,49 @@ def test_what_a_name_is_is_answered_with_the_sentence_that_introduces_it(time_ma
     assert not morlocks.answer.startswith("So the Morlocks thought")
     filby = ask("Who is Filby?", library=time_machine_library, config={"llm": "none"})
     assert "said Filby, an argumentative person with red hair" in filby.answer, filby.answer
+
+
+def test_who_a_name_is_is_read_where_the_book_first_names_it(time_machine_library: Path) -> None:
+    # before: "Only my disinclination to leave Weena, and a persuasion that ... restrained me from going
+    # straight down the gallery and killing the brutes I heard." (chapter XI, the best hit)
+    weena = ask("Who is Weena?", library=time_machine_library, config={"llm": "none"})
+    assert "found that her name was Weena" in weena.answer, weena.answer
+    assert weena.citations[0].chapter_title.startswith("VII")
+    lib = Library(time_machine_library)
+    (descriptor,) = lib.descriptors()
+    store = lib.store(descriptor["book_id"])
+    first = store.first_holding("Weena")
+    assert first is not None and "her name was Weena" in first.text
+    chunks = store.chunks_in()
+    assert not any("Weena" in h.text for h in chunks[: chunks.index(first)])  # none before it
+    assert store.first_holding("Time traveller") == store.first_holding(
+        "Time Traveller"
+    )  # later words: any case
+    assert store.first_holding("weena") is None and store.first_holding("Irene Adler") is None
+
+
+def test_the_chunk_first_naming_what_is_asked_about_is_read_first() -> None:
+    def hit(chapter: str, start: int) -> Hit:
+        return Hit("b", chapter, chapter, f"{chapter}.{start}", start, start + 10, 1.0, "text")
+
+    found = (hit("c9", 0), hit("c2", 500))
+    first = hit("c2", 100)
+    asked: list[tuple[str, str]] = []
+
+    def lookup(book_id: str, name: str) -> Hit:
+        asked.append((book_id, name))
+        return first
+
+    assert first_mentioned("Who is the Mock Turtle?", found, lookup) == (first, *found)
+    assert asked == [("b", "Mock Turtle")]
+    assert first_mentioned("Who is Weena?", (first, *found), lookup) == (first, *found)  # once
+    assert first_mentioned("What did Weena give him?", found, lookup) == found  # not asked what a name is
+    assert first_mentioned("Who is Weena?", found, lambda b, n: None) == found  # the book never names it
+
+    def broken(book_id: str, name: str) -> Hit:
+        raise OSError("disk I/O error")
+
+    assert first_mentioned("Who is Weena?", found, broken) == found
 
 
 def test_a_sentence_introducing_a_name_is_told_from_one_that_only_mentions_it() -> None:

@@ -11,6 +11,7 @@ store from ``Library.store``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -50,6 +51,16 @@ class BookStore:
     def chunks_in(self, chapter_ids: Collection[str] | None = None) -> list[Hit]:
         """All chunks (of the given chapters), in reading order."""
         return self.index.chunks_in(self.book_id, chapter_ids)
+
+    def first_holding(self, name: str) -> Hit | None:
+        """The first chunk, in reading order, that holds ``name`` (its words in order, the first one
+        capitalised as written: "Weena", "Mock Turtle" in "the Mock turtle"), None when none does."""
+        name_words = name.split()
+        if not name_words:
+            return None
+        rest = "".join(rf"\W+(?i:{re.escape(w)})" for w in name_words[1:])
+        pattern = re.compile(rf"\b{re.escape(name_words[0])}{rest}\b")
+        return next((h for h in self.chunks_in() if pattern.search(h.text)), None)
 
     def chapter_text(self, chapter_id: str) -> str:
         return self.index.chapter_text(self.book_id, chapter_id)

@@ -41,9 +41,11 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   most twice that long). The encodes go through ``backends.encoder.remembered_encode``: a warm process
   encodes a sentence unit once. ``answer_passages`` picks what an
   extractive answer shows. A question asking what a name is and nothing else ("Who is Irene Adler?",
-  "What are the Morlocks?": ``answer_types.asks_what_name_is``) reads the best hit's chapter's evidence in
-  reading order (``_in_reading_order``): every chunk holds the name, and a book says who or what it is
-  where it introduces it ("the well-known adventuress, Irene Adler"), not where the story later names it;
+  "What are the Morlocks?": ``answer_types.asks_what_name_is``) reads first the chunk where the book first
+  names it (``first_mentioned``, the caller's lookup: "Then I tried talk, and found that her name was
+  Weena"), then the best hit's chapter's evidence in reading order (``_in_reading_order``): every chunk
+  holds the name, and a book says who or what it is where it introduces it ("the well-known adventuress,
+  Irene Adler"), not where the story later names it;
   a sentence introducing the name (``answer_types.introduces``: "the Morlocks—that, by the bye, was the
   name by which these creatures were called", "said Filby, an argumentative person with red hair") gains
   ``INTRODUCING_WEIGHT``, enough to outweigh three retrieval ranks of ``RANK_PRIOR``.
@@ -427,6 +429,26 @@ def read_book(
             )
         passages.append(Passage(tuple(quotes), s))
     return tuple(passages)
+
+
+def first_mentioned(
+    question: str, hits: Sequence[Hit], first_holding: Callable[[str, str], Hit | None]
+) -> tuple[Hit, ...]:
+    """``hits`` with, for a question asking what a name is, the chunk where the best hit's book first
+    names it (``first_holding(book_id, name)``) read first: a book introduces a name where it first uses
+    it ("Then I tried talk, and found that her name was Weena"; "a Dormouse was sitting between them, fast
+    asleep"), which a search for the name alone does not rank first. Other questions, a name the book
+    never writes, or a lookup that fails: ``hits`` as they are."""
+    name = asked_name(question)
+    if not name or not hits:
+        return tuple(hits)
+    try:
+        first = first_holding(hits[0].book_id, name)
+    except Exception:  # a broken store: read the evidence as found
+        return tuple(hits)
+    if first is None:
+        return tuple(hits)
+    return (first, *(h for h in hits if (h.book_id, h.chunk_id) != (first.book_id, first.chunk_id)))
 
 
 def _in_reading_order(hits: Sequence[Hit]) -> list[Hit]:

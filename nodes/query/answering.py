@@ -66,7 +66,7 @@ from folio.nodes.core.citing import (
     reply_text,
 )
 from folio.nodes.core.evidence import renamed
-from folio.nodes.core.reading import Passage, Quote, answer_passages, read_book
+from folio.nodes.core.reading import Passage, Quote, answer_passages, first_mentioned, read_book
 from folio.nodes.core.subjects import off_subject, passing_subject
 from folio.nodes.core.text import coverage, stems
 from folio.nodes.core.types import (
@@ -137,9 +137,10 @@ def _read(
 ) -> tuple[Passage, ...]:
     if not evidence.sufficient:
         return ()
+    asked = renamed(question, evidence.aliases)  # the book's names: "Little Red-Cap", "Mittens"
     passages = read_book(
-        renamed(question, evidence.aliases),  # the book's names: "Little Red-Cap", "Mittens"
-        evidence.hits,
+        asked,
+        first_mentioned(asked, evidence.hits, lambda book, name: book_stores[book].first_holding(name)),
         _per_chapter(book_stores, lambda store, chapter_id: store.chapter_text(chapter_id), None),
         encoder,
         max_words,
