@@ -83,6 +83,24 @@ def test_ambiguous_is_resolved_by_exactly_one_concept_lookup(fairytale_library: 
     assert budget.calls == ["book_concept_map.lookup", "book_concept_map.lookup"]
 
 
+def test_a_concept_matched_by_one_word_of_a_name_the_book_never_writes_does_not_route(
+    sherlock_library: Path,
+) -> None:
+    # "What is the Pool of Tears?" (Alice's chapter II) matched Sherlock's concept "Boscombe Pool" by one
+    # word: the clause went to The Adventures of Sherlock Holmes alone and was refused there ("Not in the
+    # books searched: Tears"), or, with the sample ZIMs, answered from the song "Drown in My Own Tears"
+    _, stores, maps = _library(sherlock_library)
+    budget = ToolBudget(8)
+    tools = BookTools(stores, {b: m for b, m in maps.items() if m}, None, budget, Session())
+    tears = _resolve_ambiguous(
+        RouteDecision("AMBIGUOUS", 0.5, (), (), "", "What is the Pool of Tears?"), tools
+    )
+    assert tears.route == "NOT_BOOK", tears
+    pool = _resolve_ambiguous(RouteDecision("AMBIGUOUS", 0.5, (), (), "", "What is Boscombe Pool?"), tools)
+    assert pool.route == "BOOK" and pool.book_ids[0].startswith("the-adventures-of-sherlock-holmes")
+    assert budget.calls == ["book_concept_map.lookup", "book_concept_map.lookup"]
+
+
 def test_llm_route_is_validated() -> None:
     books = (BookInfo("moby", "Moby-Dick", "Herman Melville"),)
     ok = _validated(

@@ -25,7 +25,9 @@ The route follows the best book's signal: ``BOOK`` at 0.6 or more, ``NOT_BOOK`` 
 naming no book still reaches the right one and a clause spanning two books searches both.
 
 ``AMBIGUOUS`` is resolved by exactly one ``book_concept_map.lookup(clause)``: a match scoring at least
-``STRONG_CONCEPT_SCORE`` (0.25) in some book → ``BOOK`` (those books), else ``NOT_BOOK``.
+``STRONG_CONCEPT_SCORE`` (0.25) in some book that writes each of the clause's names (``holds_phrase``) →
+``BOOK`` (those books), else ``NOT_BOOK`` (Sherlock's "Boscombe Pool" matches "What is the Pool of
+Tears?" by one word, but the book never writes "Pool of Tears": the clause is not sent there alone).
 
 LLM router (``llm: openai``): one JSON call per clause with the books' metadata and the tool inventory;
 the answer ``{route, confidence, suggested_queries, book_ids, sources}`` is validated (route one of the
@@ -332,9 +334,10 @@ def _decide(clause: str, signals: Sequence[tuple[str, float, str]]) -> RouteDeci
 def _resolve_ambiguous(decision: RouteDecision, tools: BookTools) -> RouteDecision:
     """One concept-map lookup: strong matches → BOOK (their books), else NOT_BOOK."""
     strong = []
+    names = _clause_names(decision.question)
     for book_id, matches in tools.concept_map_lookup(decision.question):
         best = max((m.score for m in (*matches.entities, *matches.themes, *matches.events)), default=0.0)
-        if best >= STRONG_CONCEPT_SCORE:
+        if best >= STRONG_CONCEPT_SCORE and _holds_names(tools.stores.get(book_id), names):
             strong.append((best, book_id))
     strong.sort(key=lambda s: (-s[0], s[1]))
     if strong:
@@ -355,6 +358,12 @@ def _resolve_ambiguous(decision: RouteDecision, tools: BookTools) -> RouteDecisi
         "AMBIGUOUS: no strong concept-map match",
         decision.question,
     )
+
+
+def _holds_names(store: Any, names: Sequence[str]) -> bool:
+    """Whether the book holds each of the clause's names as written (a concept "Boscombe Pool" matching
+    "the Pool of Tears" by one word is no match in a book that never writes "Pool of Tears")."""
+    return store is not None and all(store.holds_phrase(n) for n in names)
 
 
 def _deterministic(
