@@ -108,6 +108,21 @@ def test_whole_book_questions_of_the_development_half_are_recognised() -> None:
     assert focus_words("Which stories in this book are about a wolf?", "Household Stories") == {"wolf"}
 
 
+def test_who_wrote_a_book_is_answered_by_its_synopsis_line(time_machine_library) -> None:
+    # before: "It was at ten o'clock today that the first of all Time Machines began its career." (the
+    # reader quoted the sentence that repeats the title)
+    answer = _ask("Who is the author of The Time Machine?", time_machine_library)
+    assert answer.answer.startswith("The Time Machine by H. G. Wells"), answer.answer
+    assert "Whole-book question: answered from the synopsis and chapter summaries" in answer.notes
+    assert is_whole_book("Who wrote Alice in Wonderland?", "Alice’s Adventures in Wonderland")
+    assert is_whole_book("Who wrote Flatland?", "Flatland")
+    assert not is_whole_book("Who wrote Flatland?")  # no title: it names nothing known
+    assert not is_whole_book(
+        "Who wrote the letter to the King of Bohemia?", "The Adventures of Sherlock Holmes"
+    )
+    assert not is_whole_book("Who wrote the book?", "The Time Machine")  # names no title word
+
+
 def test_a_whole_book_question_is_answered_from_its_chapters_citing_them(fairytale_library, data_dir) -> None:
     answer = _ask("Which stories in Household Stories are about a wolf?", fairytale_library)
     assert "Whole-book question: answered from the synopsis and chapter summaries" in answer.notes

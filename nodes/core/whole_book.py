@@ -7,7 +7,8 @@ whatever sentence repeats the title. The overview is extractive, as the summarie
 - ``is_whole_book(question)``: the question asks about the book as a whole (``WHOLE_BOOK`` patterns:
   "what is X about", "what kind of book", "how does X end", "how does X change", "main characters",
   "themes", "who narrates", "which stories/tales ...", "which animals appear in the tales", "what
-  happens ... in these stories", "usually"; tuned on ``tests/qa/books27_dev.jsonl`` only).
+  happens ... in these stories", "usually"; tuned on ``tests/qa/books27_dev.jsonl`` only), and "who wrote
+  <the book's title>" (``AUTHOR_ASK``: the synopsis line names the author).
 - ``focus_words(question, title)``: its content words that are neither the book's title and author nor
   the words every whole-book question uses (``GENERIC``): "Which stories are about a wolf?" → wolf.
 - ``overview(question, book_line, characters, chapters, max_words)``: ``chapters`` are the book's
@@ -61,7 +62,7 @@ GENERIC = frozenset(
     stems(
         "book books story stories tale tales novel about kind main character characters theme themes happen "
         "happens narrate narrates tell tells end ends change changes usually say says appear meet "
-        "treasury collection whole over during"
+        "treasury collection whole over during wrote write writer author"
     )
 )
 
@@ -79,9 +80,21 @@ def _question(question: str) -> str:
     return " ".join(fold(question).replace("?", " ").replace("’", "'").split())
 
 
-def is_whole_book(question: str) -> bool:
-    """Whether the question asks about the book as a whole (see ``WHOLE_BOOK``)."""
-    return bool(WHOLE_BOOK.search(_question(question)))
+# "Who wrote The Time Machine?", "Who is the author of Flatland?": the rest must name the book
+AUTHOR_ASK = re.compile(r"^who (?:wrote|(?:is|was) the (?:author|writer) of) ([\w' ,:-]{2,80})$")
+
+
+def is_whole_book(question: str, title: str = "") -> bool:
+    """Whether the question asks about the book as a whole (see ``WHOLE_BOOK``), or who wrote the book
+    titled ``title`` (``AUTHOR_ASK``, its rest naming nothing but words of the title: not "Who wrote the
+    letter to the King of Bohemia?"), which the overview's first line answers ("The Time Machine by H. G.
+    Wells")."""
+    asked = _question(question)
+    if WHOLE_BOOK.search(asked):
+        return True
+    author = AUTHOR_ASK.match(asked)
+    named = stems(author.group(1)) - GENERIC if author else frozenset()
+    return bool(named) and named <= stems(title)
 
 
 def focus_words(question: str, title: str) -> frozenset[str]:

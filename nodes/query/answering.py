@@ -182,10 +182,9 @@ def _overview(
 ) -> Overview | None:
     """A whole-book clause's overview from its book's synopsis line and chapter summaries
     (``nodes/core/whole_book.py``); None for any other clause, or one naming what no book holds."""
-    if evidence.missing_names or not is_whole_book(route.question):
-        return None
-    book_id = _whole_book(route, tools)
-    if book_id is None:
+    book_id = None if evidence.missing_names else _whole_book(route, tools)
+    title = str(tools.stores[book_id].descriptor.get("title", "")) if book_id is not None else ""
+    if book_id is None or not is_whole_book(route.question, title):
         return None
     view, cmap = tools.stores[book_id], tools.concept_maps.get(book_id)
     chapters = []
