@@ -225,7 +225,7 @@ def asks_event(question: str) -> bool:
 # "Who is Irene Adler?", "What are the Morlocks?", "Who was Mrs. Tiggy-winkle, whom Lucie met?": what / who
 # is, was, are or were, then capitalised words alone (up to a comma or the end)
 _WHAT_NAME_IS = re.compile(
-    r"(?i:(?:who|what)\s+(?:is|was|are|were)\s+(?:the\s+)?)(?:[A-Z][\w'’.-]*\s*)+(?:,.*|[?.!])?\s*$"
+    r"(?i:(?:who|what)\s+(?:is|was|are|were)\s+(?:the\s+)?)((?:[A-Z][\w'’.-]*\s*)+)(?:,.*|[?.!])?\s*$"
 )
 
 
@@ -233,17 +233,14 @@ def asks_what_name_is(question: str) -> bool:
     """Whether the question asks what (or who) a name is and nothing else ("Who is Irene Adler?", "What are
     the Morlocks?"), read from its ``asked_clause``: not "Who is the ruler of Lineland?" nor "Who is Mr.
     Collins to Mr. Bennet?"."""
-    return bool(_WHAT_NAME_IS.match(asked_clause(question).strip()))
+    return bool(asked_name(question))
 
 
 def asked_name(question: str) -> str:
     """The name a question asking what a name is asks about ("Who is the Mock Turtle?" -> "Mock Turtle"),
     "" for any other question."""
     m = _WHAT_NAME_IS.match(asked_clause(question).strip())
-    if not m:
-        return ""
-    name = re.sub(r"^(?i:(?:who|what)\s+(?:is|was|are|were)\s+(?:the\s+)?)", "", m.group(0))
-    return re.split(r"[,?!]", name)[0].strip().rstrip(".").strip()
+    return m.group(1).strip().rstrip(".").strip() if m else ""
 
 
 # the name introduced: "the well-known adventuress, Irene Adler"; "His name is Hugh Boone"; "the boy's name
