@@ -110,8 +110,13 @@ typecheck: setup
 	$(BIN)/mypy
 
 # Everything: lint first, then every test (the model-loading tier on ../shared/data included).
+# Two pytest-xdist workers, one test module each at a time (module fixtures built once); the libraries
+# that many modules read are ingested once per run (tests/conftest.py, `_session_library`); one torch
+# thread per worker, so that the two share the two cores instead of fighting over them.
+# `make test TEST_WORKERS=0` runs the suite in one process.
+TEST_WORKERS ?= 2
 test: lint llm-tier
-	$(BIN)/python -m pytest -q tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # The tests that load no encoder and ingest no book (marker `model`) and are not long (marker `slow`);
 # tests/conftest.py sets both markers. 1,478 tests in 4 min 46 s on 2 cores (6 min 4 s before the

@@ -8,7 +8,10 @@ runs everything.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,40 +128,71 @@ def _ingest_into(path: Path, files: list[Path]):
     return report
 
 
+@contextlib.contextmanager
+def _locked(path: Path):
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _session_library(tmp_path_factory, name: str, files: list[Path]) -> Path:
+    """A library of ``files``, ingested once per test run. ``make test`` runs two pytest-xdist workers
+    (``-n 2 --dist loadfile``): the first worker to need the library ingests it into the run's shared
+    temporary folder under a file lock, the other waits and reads the same one (these libraries are only
+    read; tests that change one copy ``alice_copy``)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        path = tmp_path_factory.mktemp(name)
+        _ingest_into(path, files)
+        return path
+    root = tmp_path_factory.getbasetemp().parent
+    path, done = root / name, root / f"{name}.done"
+    with _locked(root / f"{name}.lock"):
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+            _ingest_into(path, files)
+            done.touch()
+    return path
+
+
 @pytest.fixture(scope="session")
 def fairytale_library(tmp_path_factory, data_dir) -> Path:
     """A library with the three FairytaleQA books (Grimm, Potter, Children's Literature section IV)."""
-    path = tmp_path_factory.mktemp("fairytale-library")
-    _ingest_into(
-        path,
+    return _session_library(
+        tmp_path_factory,
+        "fairytale-library",
         [
             data_dir / "books/txt/pg19068_grimm_household-stories_lucy-crane.txt",
             data_dir / "books/txt/pg572_potter_great-big-treasury.txt",
             data_dir / "books/epub/curry-clippinger_childrens-literature_section4.epub",
         ],
     )
-    return path
 
 
 @pytest.fixture(scope="session")
 def time_machine_library(tmp_path_factory, data_dir) -> Path:
-    path = tmp_path_factory.mktemp("time-machine-library")
-    _ingest_into(path, [data_dir / "books/txt/pg35_wells_the-time-machine.txt"])
-    return path
+    return _session_library(
+        tmp_path_factory, "time-machine-library", [data_dir / "books/txt/pg35_wells_the-time-machine.txt"]
+    )
 
 
 @pytest.fixture(scope="session")
 def sherlock_library(tmp_path_factory, data_dir) -> Path:
-    path = tmp_path_factory.mktemp("sherlock-library")
-    _ingest_into(path, [data_dir / "books/epub/doyle_the-adventures-of-sherlock-holmes.epub"])
-    return path
+    return _session_library(
+        tmp_path_factory,
+        "sherlock-library",
+        [data_dir / "books/epub/doyle_the-adventures-of-sherlock-holmes.epub"],
+    )
 
 
 @pytest.fixture(scope="session")
 def moby_library(tmp_path_factory, data_dir) -> Path:
-    path = tmp_path_factory.mktemp("moby-library")
-    _ingest_into(path, [data_dir / "books/epub/melville_moby-dick.epub"])
-    return path
+    return _session_library(
+        tmp_path_factory, "moby-library", [data_dir / "books/epub/melville_moby-dick.epub"]
+    )
 
 
 ALICE_EPUB = BOOKS / "epub/carroll_alice-in-wonderland_abridged-pg19033.epub"
@@ -177,9 +211,7 @@ def real_llm():
 @pytest.fixture(scope="session")
 def alice_library(tmp_path_factory, data_dir) -> Path:
     """A library holding only the small abridged Alice EPUB (~10k words): cheap to copy and mutate."""
-    path = tmp_path_factory.mktemp("alice-library")
-    _ingest_into(path, [ALICE_EPUB])
-    return path
+    return _session_library(tmp_path_factory, "alice-library", [ALICE_EPUB])
 
 
 @pytest.fixture

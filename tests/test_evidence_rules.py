@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from folio.nodes.core.evidence import asked_kind, asked_relation, holds_relation
-from folio.nodes.core.whole_book import focus_words, is_whole_book
+from folio.nodes.core.whole_book import focus_words, is_library_question, is_whole_book
 from folio.nodes.query.answering import NOT_FOUND
 
 QA = Path(__file__).parent / "qa"
@@ -121,6 +121,49 @@ def test_who_wrote_a_book_is_answered_by_its_synopsis_line(time_machine_library)
         "Who wrote the letter to the King of Bohemia?", "The Adventures of Sherlock Holmes"
     )
     assert not is_whole_book("Who wrote the book?", "The Time Machine")  # names no title word
+
+
+LIBRARY_ASKS = (
+    "Which books are in my library?",
+    "What books do I have?",
+    "How many books do I own?",
+    "How many books are in this library?",
+    "What is in my library?",
+    "List my books.",
+    "Show me all the books in my library",
+)
+BOOK_ASKS = (
+    "What books do I have about whales?",  # asks the books
+    "Which books did Alice read?",
+    "What books does the Time Traveller take with him?",
+    "How many books are in the Atlantis library?",
+    "What is the library at the Palace of Green Porcelain like?",
+)
+
+
+def test_a_question_about_the_library_itself_is_recognised_and_no_set_question_is() -> None:
+    assert [q for q in LIBRARY_ASKS if not is_library_question(q)] == []
+    assert [q for q in BOOK_ASKS if is_library_question(q)] == []
+    names = [p.name for p in QA.glob("*.jsonl")]
+    assert [r["question"] for n in names for r in _questions(n) if is_library_question(r["question"])] == []
+
+
+def test_which_books_are_in_my_library_is_answered_from_the_catalogue_not_from_kiwix(
+    fairytale_library,
+) -> None:
+    # before, with the sample ZIMs: answered from a Wikibooks page ("Add the .zim files to a library file.")
+    from folio.dataflows.asking import ask
+    from tests.conftest import ZIMS
+
+    zims = sorted(ZIMS.glob("*.zim"))
+    for question in ("Which books are in my library?", "What books do I have?"):
+        answer = ask(question, library=fairytale_library, zim_paths=zims, config={"llm": "none"})
+        lines = answer.answer.splitlines()
+        assert lines[0] == "Your library holds 3 books:", answer.answer
+        assert any(line.startswith("- Household Stories by the Brothers Grimm") for line in lines[1:]), lines
+        assert len(lines) == 4 and not answer.citations
+        assert "zim://" not in answer.answer
+        assert any(n.startswith("Question about the library itself") for n in answer.notes), answer.notes
 
 
 def test_a_whole_book_question_is_answered_from_its_chapters_citing_them(fairytale_library, data_dir) -> None:

@@ -148,6 +148,17 @@ def test_llm_router_answer_is_used_and_counted(fairytale_library: Path) -> None:
     assert budget.calls == ["llm"]
 
 
+def test_a_question_about_the_library_itself_goes_to_the_catalogue_without_the_llm(
+    fairytale_library: Path,
+) -> None:
+    # the LLM would send it elsewhere; the catalogue answers it (whole_book.LIBRARY_ASK), no request made
+    reply = {"route": "NOT_BOOK", "confidence": 0.9, "suggested_queries": ["library"]}
+    (decision,), server, budget = _llm_routes(fairytale_library, [reply], "Which books are in my library?")
+    assert decision.route == "BOOK" and len(decision.book_ids) == 3
+    assert decision.reason.startswith("Question about the library itself")
+    assert server.requests == [] and budget.calls == []
+
+
 @pytest.mark.parametrize(
     ("body", "named"),
     [

@@ -9,6 +9,10 @@ whatever sentence repeats the title. The overview is extractive, as the summarie
   "themes", "who narrates", "which stories/tales ...", "which animals appear in the tales", "what
   happens ... in these stories", "usually"; tuned on ``tests/qa/books27_dev.jsonl`` only), and "who wrote
   <the book's title>" (``AUTHOR_ASK``: the synopsis line names the author).
+- ``is_library_question(question)`` / ``library_answer(route, catalog)``: a question about the library
+  itself ("Which books are in my library?", "What books do I have?": ``LIBRARY_ASK``) is routed to the
+  books (``routing._deterministic``, never to Kiwix or the LLM router) and answered from the catalogue,
+  one line per book, uncited (the books' metadata, no passage).
 - ``focus_words(question, title)``: its content words that are neither the book's title and author nor
   the words every whole-book question uses (``GENERIC``): "Which stories are about a wolf?" → wolf.
 - ``overview(question, book_line, characters, chapters, max_words)``: ``chapters`` are the book's
@@ -37,6 +41,7 @@ from dataclasses import dataclass
 
 from folio.nodes.core.reading import Passage, Quote
 from folio.nodes.core.text import fold, sentences, stems
+from folio.nodes.core.types import BookInfo, RouteDecision, SourceResult
 
 MIN_WORDS = 8  # shorter sentences (dialogue tags: "Why not?" said the Time Traveller) are not offered
 MAX_WORDS = 30  # longer ones leave no room for a second chapter in a 60-word answer
@@ -78,6 +83,33 @@ class Overview:
 
 def _question(question: str) -> str:
     return " ".join(fold(question).replace("?", " ").replace("’", "'").split())
+
+
+# Questions about the library itself, not a book in it: "Which books are in my library?", "What books do
+# I have?", "How many books do I own?", "List my books". The library phrase must end the question:
+# "What books do I have about whales?" asks the books, and "Which books did Alice read?" is no such ask.
+LIBRARY_ASK = re.compile(
+    r"^(?:which|what|how many) (?:books?|titles|novels|authors)\b.*"
+    r"\b(?:(?:my|this|the) (?:library|collection)|(?:do )?i (?:have|own)|have i(?: got)?|are there)$"
+    r"|^what (?:is|are) in (?:my|this|the) (?:library|collection)$"
+    r"|^(?:list|show)(?: me)?(?: all)?(?: of)? (?:my|the) (?:books|library)(?: in (?:my|the) library)?$"
+)
+LIBRARY_NOTE = "Question about the library itself: answered from its catalogue (`folio books` lists it too)"
+
+
+def is_library_question(question: str) -> bool:
+    """Whether the question asks what the library holds (``LIBRARY_ASK``), not what a book says."""
+    return bool(LIBRARY_ASK.search(_question(question).rstrip(".! ")))
+
+
+def library_answer(route: RouteDecision, catalog: Sequence[BookInfo]) -> SourceResult:
+    """The catalogue answer: how many books the library holds, then each one, "Title by Author" (from the
+    book's own metadata, so nothing to cite: the answer is uncited, with a note saying why)."""
+    plural = "" if len(catalog) == 1 else "s"
+    lines = [f"Your library holds {len(catalog)} book{plural}:"]
+    lines.extend(f"- {b.title or b.book_id}" + (f" by {b.author}" if b.author else "") for b in catalog)
+    label = "library catalogue"
+    return SourceResult("book", label, "\n".join(lines), (), None, route.question, (LIBRARY_NOTE,))
 
 
 # "Who wrote The Time Machine?", "Who is the author of Flatland?": the rest must name the book

@@ -82,7 +82,7 @@ from folio.nodes.core.types import (
     RouteDecision,
     SourceResult,
 )
-from folio.nodes.core.whole_book import Overview, is_whole_book, overview
+from folio.nodes.core.whole_book import Overview, is_library_question, is_whole_book, library_answer, overview
 
 T = TypeVar("T")
 
@@ -468,7 +468,9 @@ def book_results__extractive(
     """Each book clause's extractive answer: the reader's best passage(s), every sentence cited; a
     whole-book clause's: its synopsis line, then the chapter sentences of its overview, each cited."""
     return tuple(
-        _extractive_result(r, ev, ps, book_catalog, int(answer_max_words))
+        library_answer(r, book_catalog)
+        if is_library_question(r.question)
+        else _extractive_result(r, ev, ps, book_catalog, int(answer_max_words))
         if o is None
         else _overview_result(r, ev, o, ps, book_catalog)
         for r, ev, ps, o in zip(book_questions, book_evidence, book_passages, book_overviews, strict=True)
@@ -491,6 +493,9 @@ def book_results__llm(
     max_words = int(answer_max_words)
     summary_notes = tuple(dict.fromkeys(n for s in chapter_summaries for n in s.notes))
     for r, ev, passages in zip(book_questions, book_evidence, book_passages, strict=True):
+        if is_library_question(r.question):  # the catalogue answers, not the LLM
+            out.append(library_answer(r, book_catalog))
+            continue
         if r.route == "NOT_BOOK" and not (ev.sufficient and passages):
             # the books do not hold it (a book may under another name: issue 27's alias): the LLM
             # answers, not from the books

@@ -72,6 +72,7 @@ from folio.nodes.core.text import (
     words,
 )
 from folio.nodes.core.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
+from folio.nodes.core.whole_book import LIBRARY_NOTE, is_library_question
 
 BOOK_MIN_SIGNAL = 0.6
 NOT_BOOK_MAX_SIGNAL = 0.3
@@ -372,6 +373,8 @@ def _deterministic(
     stores: Mapping[str, Any],
     concept_maps: Mapping[str, ConceptMap],
 ) -> RouteDecision:
+    if is_library_question(clause):  # "Which books are in my library?": the catalogue answers
+        return RouteDecision("BOOK", 1.0, (clause,), tuple(b.book_id for b in catalog), LIBRARY_NOTE, clause)
     signals = []
     names = _clause_names(clause)
     top: dict[str, str] = {}
@@ -508,6 +511,9 @@ def routes__openai(
     out = []
     for fallback in deterministic_routes:
         clause = fallback.question
+        if fallback.reason == LIBRARY_NOTE:  # a question about the library itself needs no LLM
+            out.append(fallback)
+            continue
         try:
             answer = llm_client.chat_json(_router_messages(clause, book_catalog), ROUTER_SCHEMA)
             decision = _validated(answer, clause, book_catalog)
