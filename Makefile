@@ -113,7 +113,7 @@ typecheck: setup
 # Two pytest-xdist workers, one test module each at a time (module fixtures built once); the libraries
 # that many modules read are ingested once per run (tests/conftest.py, `_session_library`); one torch
 # thread per worker, so that the two share the two cores instead of fighting over them.
-# `make test TEST_WORKERS=0` runs the suite in one process.
+# `make test TEST_WORKERS=0` runs the suite in one process (still with one torch thread).
 TEST_WORKERS ?= 2
 test: lint llm-tier
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
