@@ -116,7 +116,7 @@ typecheck: setup
 # `make test TEST_WORKERS=0` runs the suite in one process (still with one torch thread).
 TEST_WORKERS ?= 2
 test: lint llm-tier
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # The tests that load no encoder and ingest no book (marker `model`) and are not long (marker `slow`);
 # tests/conftest.py sets both markers. 1,478 tests in 4 min 46 s on 2 cores (6 min 4 s before the

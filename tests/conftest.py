@@ -97,7 +97,41 @@ def pytest_configure(config: pytest.Config) -> None:
         bert.PlainBertModel.__init__ = _forbidden  # type: ignore[method-assign]
 
 
+# With pytest-xdist (``make test``) the modules run in this order, then the rest in pytest's order: the
+# longest first, so that no long module starts last while the other worker idles (``--dist loadfile
+# --no-loadscope-reorder``; xdist's own order counts tests, not time). Each worker takes two modules at
+# the start (1 and 3, 2 and 4), then the next free one, so the first two need different libraries:
+# test_phrases ingests Moby-Dick while test_real_llm needs only the abridged Alice. Order from the
+# durations of a full run (``PYTEST_ADDOPTS=--durations=0``); a module missing here only runs later.
+LONGEST_FIRST = (
+    "test_phrases",
+    "test_real_llm",
+    "test_concepts",
+    "test_parallel",
+    "test_book_tools",
+    "test_backends_bert",
+    "test_eval_fairytaleqa",
+    "test_caching",
+    "test_readers",
+    "test_install",
+    "test_syncing",
+    "test_calibre",
+    "test_mcp_session",
+    "test_fullsize_bench",
+    "test_safe_serving",
+    "test_answering",
+    "test_library",
+)
+
+
+def module_rank(stem: str) -> int:
+    """Where a test module runs under pytest-xdist: its place in ``LONGEST_FIRST``, else after them."""
+    return LONGEST_FIRST.index(stem) if stem in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ:  # every worker sorts alike: xdist checks the collections match
+        items.sort(key=lambda item: module_rank(item.path.stem))  # stable: a module's tests keep their order
     for item in items:
         if _loads_model(item):
             item.add_marker(pytest.mark.model)
