@@ -10,6 +10,7 @@ import pytest
 from folio.dataflows.asking import ask
 from folio.dataflows.library import Library
 from folio.nodes.backends.answer_types import asked_name, asks_what_name_is, introduces
+from folio.nodes.backends.book_tools import invalid_tool_call
 from folio.nodes.core.citing import (
     ANSWER_TOKENS_PER_WORD,
     cited_answer,
@@ -26,7 +27,6 @@ from folio.nodes.query.answering import (
     NOT_FOUND,
     _extractive,
     _in_chunks,
-    _invalid_tool_call,
     _not_found,
     _refusal,
 )
@@ -433,6 +433,16 @@ def test_agent_calls_the_tools_and_cites_a_returned_chunk(fairytale_library: Pat
     assert answer.tool_calls == 4  # router, the agent's two LLM turns, one text_search
 
 
+def test_the_agent_answers_a_question_about_the_library_from_its_catalogue(fairytale_library: Path) -> None:
+    # before: the agent searched the books for "Which books are in my library" (no LLM request now:
+    # the router's deterministic route holds, and neither the agent nor a search runs)
+    with ScriptedLLMServer([Reply.answer("Peter Rabbit [x/y].")]) as server:
+        answer = ask("What books do I have?", library=fairytale_library, config=_agent_config(server.url))
+        assert server.requests == []
+    assert answer.answer.splitlines()[0] == "Your library holds 3 books:" and not answer.citations
+    assert answer.tool_calls == 0 and answer.route == "BOOK", answer
+
+
 def _agent_config(url: str) -> dict[str, object]:
     """Agent mode against the scripted server (``_llm_config``)."""
     return _llm_config(url, answer_mode="agent")
@@ -563,7 +573,7 @@ def test_agent_citing_nothing_for_an_absent_subject_lists_whole_searches(fairyta
     ],
 )
 def test_invalid_tool_calls_are_named(name: str, arguments: str, reason: str | None) -> None:
-    found = _invalid_tool_call(name, arguments)
+    found = invalid_tool_call(name, arguments)
     assert found == reason if reason is None else reason in (found or "")
 
 

@@ -164,6 +164,7 @@ def test_which_books_are_in_my_library_is_answered_from_the_catalogue_not_from_k
         assert len(lines) == 4 and not answer.citations
         assert "zim://" not in answer.answer
         assert any(n.startswith("Question about the library itself") for n in answer.notes), answer.notes
+        assert answer.tool_calls == 1, answer.tool_calls  # the router's: nothing searched (before: 4)
 
 
 def test_a_whole_book_question_is_answered_from_its_chapters_citing_them(fairytale_library, data_dir) -> None:

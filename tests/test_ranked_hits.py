@@ -9,10 +9,9 @@ import pytest
 
 from folio.dataflows.asking import ask
 from folio.nodes.backends.llm import OpenAIChatClient
-from folio.nodes.backends.rerank import RerankError, order_messages, valid_order
+from folio.nodes.backends.rerank import RerankError, order_messages, reranked, valid_order
 from folio.nodes.core.types import BookHits, Hit
 from folio.nodes.query.book_flow import (
-    _reranked,
     ranked_hits__cross_encoder,
     ranked_hits__llm,
     ranked_hits__none,
@@ -71,7 +70,7 @@ def test_a_stage_that_cannot_run_keeps_the_search_order_with_a_note() -> None:
         raise RerankError("model", "no such model")
 
     found = _found()
-    kept = _reranked(found, broken, 20, "cross-encoder")
+    kept = reranked(found, broken, 20, "cross-encoder")
     assert kept.hits == found.hits
     assert kept.notes == ("cross-encoder rerank unavailable (model: no such model): search order kept",)
 
@@ -82,7 +81,7 @@ def test_rerank_none_is_the_search_order() -> None:
 
 
 def test_only_the_first_rerank_depth_hits_are_reordered() -> None:
-    reordered = _reranked(_found(), lambda q, texts: list(reversed(range(len(texts)))), 2, "test")
+    reordered = reranked(_found(), lambda q, texts: list(reversed(range(len(texts)))), 2, "test")
     assert [h.text for h in reordered.hits] == [TEXTS[1], TEXTS[0], TEXTS[2], TEXTS[3]]
 
 

@@ -30,6 +30,8 @@ a broken vector index or encoder) spends nothing. A ``Session`` caches concept-m
 search results for one conversation. ``escalating(1)`` gives a view that allows one widening (a
 whole-book search after a search in chosen chapters), as the pipeline's book flow does: the agent's
 second widening is refused with an error it reads (``WideningRefused``), which spends no budget.
+``invalid_tool_call(name, arguments_json)`` says why an agent's tool call must not run (unknown tool,
+arguments that are not a JSON object of ``TOOL_SPECS``' required strings), None when it may.
 ``shared_pool(size)`` is the one long-lived thread pool of a
 process for cross-source fusion: a ``DaemonPool`` of daemon threads, never joined, so a source job that
 fusion abandoned at its deadline never keeps the process from exiting (a ``ThreadPoolExecutor``'s
@@ -519,3 +521,23 @@ class BookTools:
         except (FolioError, KeyError, TypeError, ValueError) as exc:
             value = {"error": str(exc)}
         return json.dumps(value, ensure_ascii=False)
+
+
+def invalid_tool_call(name: str, arguments_json: str) -> str | None:
+    """Why a model's tool call must not run (unknown tool, arguments not a JSON object, a required
+    argument missing or empty); None when it may run."""
+    specs = {spec[0]: spec for spec in TOOL_SPECS}
+    if name not in specs:
+        return f"unknown tool {name!r}: use one of {', '.join(specs)}"
+    try:
+        args = json.loads(arguments_json or "{}")
+    except json.JSONDecodeError as exc:
+        return f"the arguments are not valid JSON ({exc.msg})"
+    if not isinstance(args, dict):
+        return "the arguments must be a JSON object"
+    _, _, properties, required = specs[name]
+    for key in required:
+        value = args.get(key)
+        if properties.get(key, {}).get("type") == "string" and not (isinstance(value, str) and value.strip()):
+            return f"argument {key!r} must be a non-empty string"
+    return None

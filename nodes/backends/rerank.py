@@ -6,6 +6,8 @@ bounded LLM call that orders the top passages by id.
 - ``llm_order(client, query, texts)``: one chat call with the numbered passages; the reply is JSON
   ``{"order": [ids]}``, validated by ``valid_order`` (known ids, no repeats; the ids it leaves out keep
   their incoming order after the ones it names). ``RerankError`` when the reply is not that.
+- ``reranked(found, order, depth, what)``: a clause's hits with the first ``depth`` in ``order``'s order
+  (``cross_encoder_order(model)`` or ``llm_order``), as ``book_flow``'s ``ranked_hits`` stage uses it.
 
 Either raises ``RerankError`` (one line: what failed) when it cannot run; the caller keeps the incoming
 order with a note. Limitations: the cross-encoder runs on the CPU in this process (about 5-30 ms a
@@ -15,10 +17,11 @@ passage for a MiniLM-L6 model on 2 cores); the LLM sees each passage cut to ``LL
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from folio.nodes.core.types import FolioError
+from folio.nodes.core.types import BookHits, FolioError
 
 LLM_PASSAGE_CHARS = 400  # each passage as the LLM reranker sees it
 LLM_ORDER_TOKENS = 96  # the reply's bound: a JSON list of at most ~20 small ids
@@ -109,3 +112,29 @@ def llm_order(client: Any, query: str, texts: Sequence[str]) -> list[int]:
     except LLMError as exc:
         raise RerankError("LLM rerank", f"call failed ({exc.reason})") from None
     return valid_order(reply, len(texts))
+
+
+def reranked(
+    found: BookHits, order: Callable[[str, list[str]], list[int]], depth: int, what: str
+) -> BookHits:
+    """``found`` with its first ``depth`` hits in the order ``order(question, texts)`` gives (0-based
+    indexes); the incoming order and a note when the stage cannot run."""
+    top = list(found.hits[: max(1, depth)])
+    if len(top) < 2:
+        return found
+    try:
+        ranks = order(found.question, [h.text for h in top])
+    except RerankError as exc:
+        return replace(found, notes=(*found.notes, f"{what} rerank unavailable ({exc}): search order kept"))
+    reordered = tuple(top[i] for i in ranks)
+    return replace(found, hits=(*reordered, *found.hits[len(top) :]))
+
+
+def cross_encoder_order(model: str | None) -> Callable[[str, list[str]], list[int]]:
+    """``order(question, texts)``: the indexes of ``texts`` by ``cross_encoder_scores``, best first."""
+
+    def order(question: str, texts: list[str]) -> list[int]:
+        scores = cross_encoder_scores(model, question, texts)
+        return sorted(range(len(texts)), key=lambda i: (-scores[i], i))
+
+    return order

@@ -9,7 +9,8 @@ whatever sentence repeats the title. The overview is extractive, as the summarie
   "themes", "who narrates", "which stories/tales ...", "which animals appear in the tales", "what
   happens ... in these stories", "usually"; tuned on ``tests/qa/books27_dev.jsonl`` only), and "who wrote
   <the book's title>" (``AUTHOR_ASK``: the synopsis line names the author).
-- ``is_library_question(question)`` / ``library_answer(route, catalog)``: a question about the library
+- ``is_library_question(question)`` (the router's test), ``asks_library(route)`` (its decision) /
+  ``library_answer(route, catalog)``: a question about the library
   itself ("Which books are in my library?", "What books do I have?": ``LIBRARY_ASK``) is routed to the
   books (``routing._deterministic``, never to Kiwix or the LLM router) and answered from the catalogue,
   one line per book, uncited (the books' metadata, no passage).
@@ -100,6 +101,12 @@ LIBRARY_NOTE = "Question about the library itself: answered from its catalogue (
 def is_library_question(question: str) -> bool:
     """Whether the question asks what the library holds (``LIBRARY_ASK``), not what a book says."""
     return bool(LIBRARY_ASK.search(_question(question).rstrip(".! ")))
+
+
+def asks_library(route: RouteDecision) -> bool:
+    """Whether the router sent the clause to the catalogue (reason ``LIBRARY_NOTE``): the router decides
+    once; the book flow then searches nothing and the answer nodes give ``library_answer``."""
+    return route.reason == LIBRARY_NOTE
 
 
 def library_answer(route: RouteDecision, catalog: Sequence[BookInfo]) -> SourceResult:

@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 
 from hamilton.function_modifiers import config
 
-from folio.nodes.backends.book_tools import TOOL_SPECS, BookTools, BudgetExceeded, ToolBudget
+from folio.nodes.backends.book_tools import BookTools, BudgetExceeded, ToolBudget, invalid_tool_call
 from folio.nodes.backends.llm import LLMError
 from folio.nodes.backends.summaries import synopsis_header
 from folio.nodes.core.citing import (
@@ -82,7 +82,7 @@ from folio.nodes.core.types import (
     RouteDecision,
     SourceResult,
 )
-from folio.nodes.core.whole_book import Overview, is_library_question, is_whole_book, library_answer, overview
+from folio.nodes.core.whole_book import Overview, asks_library, is_whole_book, library_answer, overview
 
 T = TypeVar("T")
 
@@ -226,26 +226,6 @@ def _agent_messages(question: str, catalog: Sequence[BookInfo]) -> list[dict[str
     ]
 
 
-def _invalid_tool_call(name: str, arguments_json: str) -> str | None:
-    """Why a model's tool call must not run (unknown tool, arguments not a JSON object, a required
-    argument missing or empty); None when it may run."""
-    specs = {spec[0]: spec for spec in TOOL_SPECS}
-    if name not in specs:
-        return f"unknown tool {name!r}: use one of {', '.join(specs)}"
-    try:
-        args = json.loads(arguments_json or "{}")
-    except json.JSONDecodeError as exc:
-        return f"the arguments are not valid JSON ({exc.msg})"
-    if not isinstance(args, dict):
-        return "the arguments must be a JSON object"
-    _, _, properties, required = specs[name]
-    for key in required:
-        value = args.get(key)
-        if properties.get(key, {}).get("type") == "string" and not (isinstance(value, str) and value.strip()):
-            return f"argument {key!r} must be a non-empty string"
-    return None
-
-
 def _agent_run(
     client: Any, tools: BookTools, question: str, catalog: Sequence[BookInfo]
 ) -> tuple[str, list[str]]:
@@ -278,7 +258,7 @@ def _agent_run(
                 }
             )
             for call in result.tool_calls:
-                invalid = _invalid_tool_call(call.name, call.arguments_json)
+                invalid = invalid_tool_call(call.name, call.arguments_json)
                 if invalid is not None:
                     tools.budget.spend("invalid tool call")
                     output = json.dumps({"error": f"{call.name}: {invalid}; nothing was run"})
@@ -469,7 +449,7 @@ def book_results__extractive(
     whole-book clause's: its synopsis line, then the chapter sentences of its overview, each cited."""
     return tuple(
         library_answer(r, book_catalog)
-        if is_library_question(r.question)
+        if asks_library(r)
         else _extractive_result(r, ev, ps, book_catalog, int(answer_max_words))
         if o is None
         else _overview_result(r, ev, o, ps, book_catalog)
@@ -493,7 +473,7 @@ def book_results__llm(
     max_words = int(answer_max_words)
     summary_notes = tuple(dict.fromkeys(n for s in chapter_summaries for n in s.notes))
     for r, ev, passages in zip(book_questions, book_evidence, book_passages, strict=True):
-        if is_library_question(r.question):  # the catalogue answers, not the LLM
+        if asks_library(r):  # the catalogue answers, not the LLM
             out.append(library_answer(r, book_catalog))
             continue
         if r.route == "NOT_BOOK" and not (ev.sufficient and passages):
@@ -539,6 +519,9 @@ def book_results__agent(
     out = []
     max_words = int(answer_max_words)
     for r in book_questions:
+        if asks_library(r):  # the catalogue answers, not the agent
+            out.append(library_answer(r, book_catalog))
+            continue
         if r.route == "NOT_BOOK":  # no other source took it: the LLM answers, not from the books
             out.append(_general_result(r, llm_client, max_words))
             continue

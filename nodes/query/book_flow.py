@@ -70,7 +70,7 @@ from folio.nodes.backends.book_tools import (
     ToolBudget,
 )
 from folio.nodes.backends.llm import OpenAIChatClient
-from folio.nodes.backends.rerank import RerankError, cross_encoder_scores, llm_order
+from folio.nodes.backends.rerank import cross_encoder_order, llm_order, reranked
 from folio.nodes.backends.summaries import LLMSummarizer
 from folio.nodes.core.evidence import (
     held_texts,
@@ -106,6 +106,7 @@ from folio.nodes.core.types import (
     Hit,
     RouteDecision,
 )
+from folio.nodes.core.whole_book import asks_library
 from folio.nodes.core.word_forms import spelling_variant
 
 # A missing name and a chapter title read alike from this cosine (MiniLM): "Little Red Riding Hood" and
@@ -330,30 +331,6 @@ def _slips_read(
     return replace(more, searched=(*found.searched, *more.searched)), slips
 
 
-def _reranked(
-    found: BookHits, order: Callable[[str, list[str]], list[int]], depth: int, what: str
-) -> BookHits:
-    """``found`` with its first ``depth`` hits in the order ``order(question, texts)`` gives (0-based
-    indexes); the incoming order and a note when the stage cannot run."""
-    top = list(found.hits[: max(1, depth)])
-    if len(top) < 2:
-        return found
-    try:
-        ranks = order(found.question, [h.text for h in top])
-    except RerankError as exc:
-        return replace(found, notes=(*found.notes, f"{what} rerank unavailable ({exc}): search order kept"))
-    reordered = tuple(top[i] for i in ranks)
-    return replace(found, hits=(*reordered, *found.hits[len(top) :]))
-
-
-def _cross_encoder_order(model: str | None) -> Callable[[str, list[str]], list[int]]:
-    def order(question: str, texts: list[str]) -> list[int]:
-        scores = cross_encoder_scores(model, question, texts)
-        return sorted(range(len(texts)), key=lambda i: (-scores[i], i))
-
-    return order
-
-
 # --- nodes -------------------------------------------------------------------------------------------
 
 
@@ -510,6 +487,9 @@ def book_hits__pipeline(
     raised by ``scope_boost``, never searched alone."""
     out = []
     for r in book_questions:
+        if asks_library(r):  # "Which books are in my library?": the catalogue answers, nothing to search
+            out.append(BookHits(r.question, (), (), ()))
+            continue
         tools = book_tools.for_books(r.book_ids)
         scope = _clause_scope(tools, r.question, int(scope_max_chapters))
         out.append(_book_hits(tools, r.question, scope, int(search_k), float(scope_boost)))
@@ -528,8 +508,8 @@ def ranked_hits__cross_encoder(
 ) -> tuple[BookHits, ...]:
     """Each clause's first ``rerank_depth`` hits ordered by the cross-encoder ``rerank_model``; the
     search's order, with a note, when it cannot run."""
-    order = _cross_encoder_order(rerank_model)
-    return tuple(_reranked(found, order, int(rerank_depth), "cross-encoder") for found in book_hits)
+    order = cross_encoder_order(rerank_model)
+    return tuple(reranked(found, order, int(rerank_depth), "cross-encoder") for found in book_hits)
 
 
 @config.when(rerank="llm", answer_mode="pipeline")
@@ -539,7 +519,7 @@ def ranked_hits__llm(
     """Each clause's first ``rerank_depth`` hits ordered by one bounded LLM call (ids only, validated);
     the search's order, with a note, when the call fails or its reply is invalid."""
     order = partial(llm_order, llm_client)
-    return tuple(_reranked(found, order, int(rerank_depth), "LLM") for found in book_hits)
+    return tuple(reranked(found, order, int(rerank_depth), "LLM") for found in book_hits)
 
 
 @config.when(answer_mode="pipeline")
@@ -559,7 +539,9 @@ def book_evidence__pipeline(
     of its names ("Little Red Riding Hood" as "Little Red-Cap"): otherwise that source answers it."""
     elsewhere = {clause for source, clause in source_plan if source != "book"}
     evidence = tuple(
-        _judged(
+        BookEvidence((), question_kind(r.question), None, (), False)  # the catalogue answers it
+        if asks_library(r)
+        else _judged(
             book_tools.for_books(r.book_ids),
             r,
             question_kind(r.question),

@@ -72,7 +72,7 @@ from folio.nodes.core.text import (
     words,
 )
 from folio.nodes.core.types import ROUTES, BookInfo, ConceptMap, FolioError, RouteDecision
-from folio.nodes.core.whole_book import LIBRARY_NOTE, is_library_question
+from folio.nodes.core.whole_book import LIBRARY_NOTE, asks_library, is_library_question
 
 BOOK_MIN_SIGNAL = 0.6
 NOT_BOOK_MAX_SIGNAL = 0.3
@@ -511,7 +511,7 @@ def routes__openai(
     out = []
     for fallback in deterministic_routes:
         clause = fallback.question
-        if fallback.reason == LIBRARY_NOTE:  # a question about the library itself needs no LLM
+        if asks_library(fallback):  # a question about the library itself needs no LLM
             out.append(fallback)
             continue
         try:
