@@ -171,7 +171,8 @@ def test_overlapping_chunks_give_each_sentence_once_with_chapter_offsets() -> No
         assert q.chunk_id in ("c1", "c2")
     for p in passages:
         assert [q.start for q in p.quotes] == sorted(q.start for q in p.quotes)
-        assert p.words <= 60 or len(p.quotes) == 1 or p.words - word_count(p.quotes[-1].text) < 35
+        read_on = max(reading.SHORT_PASSAGE, reading.SPOKEN_PASSAGE)  # the last may pass the budget
+        assert p.words <= 60 or len(p.quotes) == 1 or p.words - word_count(p.quotes[-1].text) < read_on
 
 
 def test_a_short_passage_reads_on_into_the_sentence_that_follows() -> None:
@@ -233,6 +234,41 @@ def test_a_row_of_dots_is_not_a_sentence_of_a_passage() -> None:
 
 def test_no_hits_no_passages() -> None:
     assert read_book("Anything?", [], lambda b, c: None) == ()
+
+
+def test_one_line_of_speech_reads_on_into_its_reply() -> None:
+    # Hans asks for his wages in 36 words; the master's reply, past the 60-word budget, says what he
+    # gave: before, the answer stopped at the request ("... so give me my wages.")
+    chapter = _grimm_story("HANS IN LUCK")
+    hits = [hit("c1", chapter, 0, 3000)]
+    for question in ("What did the master give to Hans?", "What did Hans get from his master as wages?"):
+        best = read_book(question, hits, lambda b, c: chapter, None, 60, 3)[0]
+        assert [q.text.split()[0] for q in best.quotes] == ["HANS", '"You'], best.quotes
+        assert "a lump of gold as big as his head" in best.quotes[1].text
+        assert best.words > 60
+
+
+def test_one_narrative_sentence_over_the_short_passage_does_not_read_past_the_budget() -> None:
+    lone = "The king " + "and the queen " * 11 + "rode home."  # 37 words, no speech
+    reply = "Then " + "the people cheered " * 8 + "loudly."  # 26 words: past a 60-word budget
+    texts = [lone, reply]
+    assert reading._filled(texts, 0, 0, lambda i: True, 60) == range(0, 1)
+    spoken = [f"{lone[:-1]}, and the king said, “Home.”", reply]
+    assert reading._filled(spoken, 0, 0, lambda i: True, 60) == range(0, 2)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "spoken"),
+    [
+        ('He said, "Give me my wages."', True),
+        ("“Your hat, your hat, sir!” cried the seaman.", True),
+        ("‘Off with her head!’ the Queen shouted.", True),
+        ("It wasn’t the master’s fault.", False),  # apostrophes are no speech
+        ("Hans served his master seven years.", False),
+    ],
+)
+def test_a_sentence_speaks_when_it_opens_a_quotation(sentence: str, spoken: bool) -> None:
+    assert reading.speaks(sentence) is spoken
 
 
 def test_the_grimm_text_is_the_real_book() -> None:

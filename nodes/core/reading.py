@@ -38,8 +38,10 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   were just turning in at the gate to the barn of Farmer Potatoes."), then the sentences that follow
   while they fit ``max_words``; a
   passage still under ``SHORT_PASSAGE`` words takes the next sentence even past ``max_words`` (one at
-  most twice that long). The encodes go through ``backends.encoder.remembered_encode``: a warm process
-  encodes a sentence unit once. ``answer_passages`` picks what an
+  most twice that long), as does a passage of one sentence of speech under ``SPOKEN_PASSAGE`` words
+  (``speaks``: the reply or what the words led to follows: "... so give me my wages." / "and he gave him
+  a lump of gold as big as his head"). The encodes go through ``backends.encoder.remembered_encode``: a
+  warm process encodes a sentence unit once. ``answer_passages`` picks what an
   extractive answer shows. A question asking what a name is and nothing else ("Who is Irene Adler?",
   "What are the Morlocks?": ``answer_types.asks_what_name_is``) reads first the chunk where the book first
   names it (``first_mentioned``, the caller's lookup: "Then I tried talk, and found that her name was
@@ -124,6 +126,8 @@ SHORT_PASSAGE = 35  # (book passages) a passage of fewer words takes its next se
 EVENT_LENGTH_WEIGHT = 0.1  # (book passages) an event asked for: a unit gains this share of its words ...
 EVENT_LENGTH_WORDS = 20  # ... up to this many (``answer_types.asks_event``)
 CROSS_PARAGRAPH = False  # (book passages) a predecessor a pronoun needs may come from the paragraph before
+SPEECH_MARKS = '“‘"'  # opening quotation marks (``speaks``)
+SPOKEN_PASSAGE = 45  # (book passages) one sentence of speech under this many words reads on past the budget
 INTRODUCING_WEIGHT = 0.3  # (book passages) asked what a name is: a sentence introducing it gains this
 
 
@@ -334,6 +338,12 @@ def _unit_scores(
     return out
 
 
+def speaks(text: str) -> bool:
+    """The sentence holds speech: an opening quotation mark (curly double or single, or a straight
+    double one; a straight single one is also an apostrophe)."""
+    return any(q in text for q in SPEECH_MARKS)
+
+
 def _filled(
     texts: Sequence[str],
     lo: int,
@@ -359,9 +369,11 @@ def _filled(
         hi += 1
         used += word_count(texts[hi])
     # a short passage reads on: the sentence that follows joins past the budget (the answer often follows
-    # the sentence that repeats the question: "... not allowed, and for this reason." / the reason)
+    # the sentence that repeats the question: "... not allowed, and for this reason." / the reason); so
+    # does one line of speech, whose reply or outcome follows ('... so give me my wages."' / "and he gave
+    # him a lump of gold as big as his head")
     following = hi + 1 < len(texts) and free(hi + 1) and word_count(texts[hi + 1]) <= 2 * max_words
-    if used < SHORT_PASSAGE and following:
+    if (used < SHORT_PASSAGE or (hi == lo and used < SPOKEN_PASSAGE and speaks(texts[lo]))) and following:
         hi += 1
     return range(lo, hi + 1)
 
