@@ -970,6 +970,19 @@ def test_books_holding_finds_the_books_with_a_phrase_in_order(harbour):
     )
 
 
+def test_chunks_holding_a_phrase_are_the_books_own_in_reading_order(harbour):
+    lib, (a, b, c) = harbour
+    index = lib.index
+    for book in (a, b, c):
+        every = lib.store(book.book_id).chunks_in()
+        held = index.chunks_holding("Quiet, HARBOUR!", book.book_id)
+        expected = [h for h in every if "quiet harbour" in " ".join(h.text.lower().replace(",", " ").split())]
+        assert [h.chunk_id for h in held] == [h.chunk_id for h in expected]
+    assert index.chunks_holding("quiet harbour", a.book_id)  # the phrase is in a and c, not in b
+    assert index.chunks_holding("quiet harbour", b.book_id) == []
+    assert index.chunks_holding("?!", a.book_id) == []
+
+
 @pytest.fixture(scope="module")
 def forty_books(tmp_path_factory, data_dir) -> Iterator[Library]:
     lib = generated_library(

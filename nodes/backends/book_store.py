@@ -60,7 +60,8 @@ class BookStore:
             return None
         rest = "".join(rf"\W+(?i:{re.escape(w)})" for w in name_words[1:])
         pattern = re.compile(rf"\b{re.escape(name_words[0])}{rest}\b")
-        return next((h for h in self.chunks_in() if pattern.search(h.text)), None)
+        held = self.index.chunks_holding(name, self.book_id)  # the FTS5 phrase: the few that may
+        return next((h for h in held if pattern.search(h.text)), None)
 
     def chapter_text(self, chapter_id: str) -> str:
         return self.index.chapter_text(self.book_id, chapter_id)

@@ -429,6 +429,18 @@ class IndexSearch(IndexPostings):
         with self._reading() as conn:
             return frozenset(r[0] for r in conn.execute(sql, [expression, *params]))
 
+    def chunks_holding(self, text: str, book_id: str) -> list[Hit]:
+        """The book's chunks holding the words of ``text`` in this order (FTS5 phrase), in reading order."""
+        expression = fts_phrase_expression((tuple(fts_tokens(text)),))
+        if expression is None:
+            return []
+        sql = (
+            f"SELECT {CHUNK_COLUMNS} FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
+            "WHERE chunks_fts MATCH ? AND c.book_id = ? ORDER BY c.ordinal"
+        )
+        with self._reading() as conn:
+            return [row_hit(row, 0.0) for row in conn.execute(sql, [expression, book_id])]
+
     def _segment_views(self, segments: Sequence[Segment]) -> list[Any] | None:
         """The views of ``segments`` (None when a file is missing); views of other segments are dropped
         (their files closed), so the open files follow the library's segments."""
