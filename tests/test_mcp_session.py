@@ -213,7 +213,12 @@ async def _llm_through_mcp(llm: Any, library: Path, question: str) -> dict[str, 
         ]
         async with httpx.AsyncClient(timeout=600) as http:
             for name in ("text_search", "chunk_get", None):
-                payload: dict[str, Any] = {"model": llm.model, "messages": messages, "max_tokens": 120}
+                payload: dict[str, Any] = {
+                    "model": llm.model,
+                    "messages": messages,
+                    "max_tokens": 120,
+                    "temperature": 0,  # as Folio's own client: the same replies run after run
+                }
                 if name is not None:
                     payload |= {
                         "tools": tools,
@@ -227,7 +232,9 @@ async def _llm_through_mcp(llm: Any, library: Path, question: str) -> dict[str, 
                     said | ({"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {})
                 )
                 for call in message.get("tool_calls") or []:
-                    arguments = json.loads(call["function"]["arguments"] or "{}")
+                    # strict=False: a raw newline inside a string (SmolLM2 writes them) is read, as
+                    # hosts read it, instead of failing the client
+                    arguments = json.loads(call["function"]["arguments"] or "{}", strict=False)
                     result = await client.call_tool(call["function"]["name"], arguments)
                     out["calls"].append((call["function"]["name"], arguments, result))
                     messages.append(
