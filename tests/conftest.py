@@ -101,8 +101,10 @@ def pytest_configure(config: pytest.Config) -> None:
 # longest first, so that no long module starts last while the other worker idles (``--dist loadfile
 # --no-loadscope-reorder``; xdist's own order counts tests, not time). Each worker takes two modules at
 # the start (1 and 3, 2 and 4), then the next free one, so the first two need different libraries:
-# test_phrases ingests Moby-Dick while test_real_llm needs only the abridged Alice. Order from the
-# durations of a full run (``PYTEST_ADDOPTS=--durations=0``); a module missing here only runs later.
+# test_phrases ingests Moby-Dick while test_real_llm needs only the abridged Alice. Order from the 40
+# slowest items of a two-worker run (2026-12-07); the per-module totals of a full run
+# (``PYTEST_ADDOPTS=--durations=0``) would also place test_install, test_safe_serving, test_fault_corpus
+# and test_hardening_cli higher. A module missing here only runs later.
 LONGEST_FIRST = (
     "test_phrases",
     "test_real_llm",
