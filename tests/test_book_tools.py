@@ -292,6 +292,12 @@ CAPTAIN = "The captain hung his hat on one of the iron hooks by the door, and th
         # "silver" and a Moby-Dick chunk's "Long" and "John")
         ("What did Long John Silver say?", ["Long John rose.", "Silver was there."], ("Long John Silver",)),
         ("What did Long John Silver say?", ["Silver spoke.", "Long John Silver spoke."], ()),
+        # a month as older books abbreviate it (Potter's Ginger and Pickles: the refusal said "Not in the
+        # books searched: January 1st"); another month, or a lower-case word, is no such spelling
+        ("What happened when January 1st came?", ["When it came to Jan. 1st there was no money"], ()),
+        ("What happened when January 1st came?", ["When it came to June 1st"], ("January 1st",)),
+        ("Who came in September?", ["In Sept. the rain came"], ()),
+        ("Who came in March?", ["They mar the view."], ("March",)),
     ],
 )
 def testmissing_names(question: str, texts: list[str], missing: tuple[str, ...]) -> None:
@@ -479,6 +485,21 @@ def test_sufficient_needs_no_words_of_how_the_question_is_asked() -> None:
     )
     assert asked_frame("How often?") == {"often"}  # nothing else asked: the words as they are
     assert not sufficient("How often?", [wainscot], [wainscot], 0.8, 0.44)
+
+
+def test_sufficient_needs_no_quantifier_the_question_asks_with() -> None:
+    # books27_dev's "How did the Queen settle every difficulty?" was refused: Alice's chunk says "all
+    # difficulties", so 3 of its 4 words were held (0.75), the similarity under the threshold
+    queen = _hit(
+        "The Queen had only one way of settling all difficulties, great or small. 'Off with his head!' "
+        "The moment Alice appeared, she was appealed to by all three to settle the question.",
+        0.40,
+    )
+    assert sufficient("How did the Queen settle every difficulty?", [queen], [queen], 0.8, 0.44)
+    assert sufficient("Did the Queen ever settle a difficulty?", [queen], [queen], 0.8, 0.44)
+    # the other words still count: "every" is forgiven only to a passage holding all else
+    assert not sufficient("How did the Queen settle every quarrel?", [queen], [queen], 0.8, 0.44)
+    assert asked_frame("How did the Queen settle every difficulty?") == frozenset()  # the reader counts it
 
 
 def test_lexical_only_evidence_is_judged_by_words() -> None:

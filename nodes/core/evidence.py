@@ -39,7 +39,7 @@ from folio.nodes.core.ranking import missing_names, names_in
 from folio.nodes.core.sentence_scoring import focus_terms, held_terms, lemma_coverage, lemma_stems
 from folio.nodes.core.text import STOPWORDS, sentences, stems
 from folio.nodes.core.types import Hit
-from folio.nodes.core.word_forms import unframed
+from folio.nodes.core.word_forms import QUANTIFIERS, unframed
 
 SCOPE_MIN_SCORE = 0.2
 SCOPE_KINDS = ("entity", "event")  # themes are too broad to narrow the search (measured)
@@ -184,6 +184,7 @@ def sufficient(
         return False
     terms = lemma_stems(question)  # irregular forms as their base: "Why did Mittens fall" / "she fell"
     core = unframed(terms, question)
+    core = (core - QUANTIFIERS) or core
     best_coverage = max((_coverage(terms, core, h.text) for h in lexical[:10]), default=0.0)
     if not semantic:  # semantic search could not run: the words alone
         return best_coverage >= LEXICAL_ONLY_COVERAGE

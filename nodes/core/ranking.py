@@ -545,11 +545,33 @@ def _slip(asked: str, own: str, others_held: bool) -> bool:
     return others_held and own.startswith(asked) and len(own) - len(asked) <= 3
 
 
+# a month's abbreviations, as older books write a date ("When it came to Jan. 1st there was still no money");
+# not "Mar", a word ("they mar the view")
+MONTH_ABBREVIATIONS = {
+    "january": ("Jan",),
+    "february": ("Feb",),
+    "april": ("Apr",),
+    "june": ("Jun",),
+    "july": ("Jul",),
+    "august": ("Aug",),
+    "september": ("Sept", "Sep"),
+    "october": ("Oct",),
+    "november": ("Nov",),
+    "december": ("Dec",),
+}
+
+
 def _spellings(name: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
-    """A name as written and with two neighbouring words written as one ("Red Headed League" is also
-    "Redheaded League": a hyphenated compound a book spells closed)."""
+    """A name as written, with two neighbouring words written as one ("Red Headed League" is also
+    "Redheaded League": a hyphenated compound a book spells closed), and with a month abbreviated
+    ("January 1st" is also "Jan 1st")."""
     joined = [(*name[:i], name[i] + name[i + 1].lower(), *name[i + 2 :]) for i in range(len(name) - 1)]
-    return (name, *joined)
+    short = [
+        (*name[:i], short, *name[i + 1 :])
+        for i, word in enumerate(name)
+        for short in MONTH_ABBREVIATIONS.get(word.lower(), ())
+    ]
+    return (name, *joined, *short)
 
 
 def _holds(text: str, name: tuple[str, ...], words: frozenset[str], capitalised: frozenset[str]) -> bool:

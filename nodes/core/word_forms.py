@@ -176,6 +176,11 @@ FORM_STEMS = {
 
 FRAME = re.compile(r"\b(?:what|which)\s+(kinds?|sorts?|types?)\s+of\b", re.IGNORECASE)
 FREQUENCY = frozenset(lemma(w) for w in ("often", "always", "usually", "sometimes", "frequently"))
+# a quantifier the question asks with, which a passage that answers may say otherwise ("How did the Queen
+# settle every difficulty?" / "The Queen had only one way of settling all difficulties": the evidence
+# rule's coverage need not find it; the reader still counts it: "Every day they made several journeys");
+# "each", "all", "any" are stopwords already
+QUANTIFIERS = frozenset(lemma(w) for w in ("every", "ever"))
 
 
 def asked_frame(question: str) -> frozenset[str]:
