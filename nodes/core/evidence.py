@@ -9,7 +9,8 @@ support a book clause.
   or the title of their chapter: "The Frog Prince" titles Grimm's tale, "Household Stories" the book
   searched) and (b) a lexical hit holding ``min_coverage`` of the clause's content words (irregular
   forms as their base: "fell" covers "fall"; how the question is asked, ``asked_frame``, need not be
-  covered by a hit that holds all else: "kind" in "What kind of things ...", "often") or a semantic hit
+  covered by a hit that holds all else: "kind" in "What kind of things ...", "often"; nor a quantifier,
+  ``word_forms.QUANTIFIERS``: "every" in "How did the Queen settle every difficulty?") or a semantic hit
   scoring ``min_similarity`` (the words alone at ``LEXICAL_ONLY_COVERAGE`` without semantic hits).
 - ``asked_relation`` / ``holds_relation`` / ``unheld_relation``: a question for someone's thing ("What is the
   name of Sherlock Holmes's sister?") that no passage names is not supported; the note says what was

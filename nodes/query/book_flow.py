@@ -7,7 +7,9 @@
    ``book_concept_map.lookup(clause)``; only *specific* entity and event matches (found in at most
    ``scope_max_chapters`` chapters; themes are too broad) scoring at least half of the best (at least
    ``SCOPE_MIN_SCORE``) give candidate chapters, whose hits gain ``scope_boost`` (0.1; fused scores lie
-   in [0, 1]). The scope is never searched alone: the best hits of the whole books always compete.
+   in [0, 1]). The scope is never searched alone: the best hits of the whole books always compete. A
+   clause asking about the library itself (``whole_book.asks_library``: "Which books are in my
+   library?") is searched nowhere, nor judged in 3: the catalogue answers it.
 2. ``ranked_hits`` (``rerank``): ``none`` (the default), ``cross_encoder`` (``rerank_model``, the first
    ``rerank_depth`` hits) or ``llm`` (one bounded call ordering them by id); a stage that cannot run
    keeps the search order with a note (``nodes/backends/rerank.py``).
@@ -22,8 +24,9 @@
    (a) every name of the clause is held by one of the top ten lexical and top ten semantic chunks, their
    chapters' titles or the books' titles (``missing_names``: each content word there,
    light stems, one slip forgiven against a capitalised word, "Redheaded" for "Red-Headed"; the last
-   word capitalised or the whole name as consecutive words) and (b) a lexical chunk holds at least
-   ``evidence_min_coverage`` (0.8) of the clause's content words or a semantic chunk scores at least
+   word capitalised or the whole name as consecutive words; a month also as its abbreviation, "Jan. 1st")
+   and (b) a lexical chunk holds at least ``evidence_min_coverage`` (0.8) of the clause's content words
+   (all of them but how it is asked: "kind", "often", "every") or a semantic chunk scores at least
    ``evidence_min_similarity`` (0.44; MiniLM cosine); without semantic hits, (b) is the words alone at
    ``LEXICAL_ONLY_COVERAGE``. Calibrated on ``tests/qa/library_questions.jsonl``: off-library questions
    name a thing no book mentions or read unlike every passage. Insufficient evidence escalates once: a
