@@ -298,6 +298,8 @@ CAPTAIN = "The captain hung his hat on one of the iron hooks by the door, and th
         ("What happened when January 1st came?", ["When it came to June 1st"], ("January 1st",)),
         ("Who came in September?", ["In Sept. the rain came"], ()),
         ("Who came in March?", ["They mar the view."], ("March",)),
+        ("Where did Lucdina shop?", ["Lucinda and Jane Doll-cook"], ()),  # a letter moved: still the name
+        ("Where did Lucdiba shop?", ["Lucinda and Jane Doll-cook"], ("Lucdiba",)),
     ],
 )
 def testmissing_names(question: str, texts: list[str], missing: tuple[str, ...]) -> None:
@@ -321,7 +323,11 @@ TOM_KITTEN = '"I am affronted," said Mrs. Tabitha Twitchit. Then Tabitha Twitchi
         # cut short, with the name's other word as the book writes it
         ("Why was Mrs. Tabitha Twitch affronted?", [TOM_KITTEN], (("Twitch", "Twitchit"),)),
         ("Why was Twitch affronted?", [TOM_KITTEN], ()),  # cut short and alone: left as asked
-        ("Where did Lucdina buy her groceries?", ["Lucinda and Jane"], ()),  # two slips: left as asked
+        # a letter moved in a name of 7+ letters (FairytaleQA's "Lucdina" was refused: "Not in the books
+        # searched: Lucdina"); two other slips, or a moved letter in a shorter name, are left as asked
+        ("Where did Lucdina buy her groceries?", ["Lucinda and Jane"], (("Lucdina", "Lucinda"),)),
+        ("Where did Lucdiba buy her groceries?", ["Lucinda and Jane"], ()),
+        ("Where did Mablre go?", ["Marble and Jane"], ()),
         ("Whom does Elizabeth Bennet marry?", ["Bonnets! She tied her bonnet; a bonnet."], ()),  # no name
         ("What did Anna say?", ["Anne spoke."], ()),  # under five letters: a slip may be another name
         ("what did the wolf eat?", [ROLY_POLY], ()),  # no names

@@ -76,6 +76,7 @@ from folio.nodes.core.text import (
     tokens,
 )
 from folio.nodes.core.types import Hit
+from folio.nodes.core.word_forms import MONTH_ABBREVIATIONS
 
 EXACT_TITLE = 20.0
 
@@ -387,13 +388,20 @@ def names_in(question: str) -> tuple[tuple[str, ...], ...]:
 
 def _near(word: str, known: Collection[str], names: Collection[str]) -> bool:
     """``word`` is in ``known``, or (5+ letters) one slip away from a word of ``names`` (a letter added,
-    dropped, changed or two swapped: "Jemina" for "Jemima", "Issac" for "Isaac"); slips are forgiven
+    dropped, changed or two swapped: "Jemina" for "Jemima", "Issac" for "Isaac"; or a letter moved in a
+    name of 7+ letters, ``_moved_letter``: "Lucdina" for "Lucinda"); slips are forgiven
     against names only, so "Bennet" is not held by "bonnet" nor "Harry" by "carry"."""
     if word in known:
         return True
     if len(word) < 5:
         return False
-    return any(_one_slip(word, k) for k in names)
+    return any(_one_slip(word, k) or _moved_letter(word, k) for k in names)
+
+
+def _moved_letter(a: str, b: str) -> bool:
+    """``a`` is the name ``b`` (7+ letters) with a letter moved after its first three ("Lucdina" for
+    "Lucinda"): two slips, but the same letters."""
+    return len(a) >= 7 and a != b and a[:3] == b[:3] and sorted(a) == sorted(b)
 
 
 def _one_slip(a: str, b: str) -> bool:
@@ -538,27 +546,12 @@ def _first_kept(asked: str, own: str) -> bool:
 
 
 def _slip(asked: str, own: str, others_held: bool) -> bool:
-    """``asked`` is ``own`` written with one slip, or (``others_held``: another word of the name is the
+    """``asked`` is ``own`` written with one slip or a letter moved (``_moved_letter``), or
+    (``others_held``: another word of the name is the
     book's) cut short by three letters at most ("Mrs. Tabitha Twitch" for "Twitchit")."""
-    if _one_slip(asked, own):
+    if _one_slip(asked, own) or _moved_letter(asked, own):
         return True
     return others_held and own.startswith(asked) and len(own) - len(asked) <= 3
-
-
-# a month's abbreviations, as older books write a date ("When it came to Jan. 1st there was still no money");
-# not "Mar", a word ("they mar the view")
-MONTH_ABBREVIATIONS = {
-    "january": ("Jan",),
-    "february": ("Feb",),
-    "april": ("Apr",),
-    "june": ("Jun",),
-    "july": ("Jul",),
-    "august": ("Aug",),
-    "september": ("Sept", "Sep"),
-    "october": ("Oct",),
-    "november": ("Nov",),
-    "december": ("Dec",),
-}
 
 
 def _spellings(name: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:

@@ -208,3 +208,19 @@ def spelling_variant(asked: str, own: str) -> bool:
         differ = [i for i in range(len(a)) if a[i] != b[i]]
         return len(differ) == 1 and {a[differ[0]], b[differ[0]]} == {"s", "z"}
     return a != b and a.replace("our", "or") == b.replace("our", "or")
+
+
+# a month's abbreviations, as older books write a date ("When it came to Jan. 1st there was still no money");
+# not "Mar", a word ("they mar the view")
+MONTH_ABBREVIATIONS = {
+    "january": ("Jan",),
+    "february": ("Feb",),
+    "april": ("Apr",),
+    "june": ("Jun",),
+    "july": ("Jul",),
+    "august": ("Aug",),
+    "september": ("Sept", "Sep"),
+    "october": ("Oct",),
+    "november": ("Nov",),
+    "december": ("Dec",),
+}

@@ -23,7 +23,8 @@
    slips, most of them in names, which ``respellings`` reads). The evidence is *sufficient* when
    (a) every name of the clause is held by one of the top ten lexical and top ten semantic chunks, their
    chapters' titles or the books' titles (``missing_names``: each content word there,
-   light stems, one slip forgiven against a capitalised word, "Redheaded" for "Red-Headed"; the last
+   light stems, one slip or a moved letter forgiven against a capitalised word, "Lucdina" for "Lucinda",
+   "Redheaded" for "Red-Headed"; the last
    word capitalised or the whole name as consecutive words; a month also as its abbreviation, "Jan. 1st")
    and (b) a lexical chunk holds at least ``evidence_min_coverage`` (0.8) of the clause's content words
    (all of them but how it is asked: "kind", "often", "every") or a semantic chunk scores at least
