@@ -395,12 +395,17 @@ def _near(word: str, known: Collection[str], names: Collection[str]) -> bool:
         return True
     if len(word) < 5:
         return False
-    return any(_one_slip(word, k) or _moved_letter(word, k) for k in names)
+    return any(_name_slip(word, k) for k in names)
+
+
+def _name_slip(a: str, b: str) -> bool:
+    """What a name may be asked with and still be ``b``: one slip (``_one_slip``) or a letter moved."""
+    return _one_slip(a, b) or _moved_letter(a, b)
 
 
 def _moved_letter(a: str, b: str) -> bool:
     """``a`` is the name ``b`` (7+ letters) with a letter moved after its first three ("Lucdina" for
-    "Lucinda"): two slips, but the same letters."""
+    "Lucinda"): two slips, but the same letters; forgiven against names only (``_name_slip``)."""
     return len(a) >= 7 and a != b and a[:3] == b[:3] and sorted(a) == sorted(b)
 
 
@@ -546,10 +551,9 @@ def _first_kept(asked: str, own: str) -> bool:
 
 
 def _slip(asked: str, own: str, others_held: bool) -> bool:
-    """``asked`` is ``own`` written with one slip or a letter moved (``_moved_letter``), or
-    (``others_held``: another word of the name is the
-    book's) cut short by three letters at most ("Mrs. Tabitha Twitch" for "Twitchit")."""
-    if _one_slip(asked, own) or _moved_letter(asked, own):
+    """``asked`` is ``own`` written with a slip (``_name_slip``), or (``others_held``: another word of the
+    name is the book's) cut short by three letters at most ("Mrs. Tabitha Twitch" for "Twitchit")."""
+    if _name_slip(asked, own):
         return True
     return others_held and own.startswith(asked) and len(own) - len(asked) <= 3
 
