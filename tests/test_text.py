@@ -220,6 +220,12 @@ def test_sentences_give_trimmed_spans():
             ["Col. Moran, Gen. Gordon and Lt. Dunn met Rev. Small, Hon. Ellis and Fr. Brown.", "They ate."],
         ),
         ("He said no. Then he left.", ["He said no.", "Then he left."]),  # lower-case "no." ends one
+        # a month abbreviated before a number (Potter's Ginger and Pickles); before a word it ends one
+        (
+            "When it came to Jan. 1st there was still no money. It was Mar. 3 then.",
+            ["When it came to Jan. 1st there was still no money.", "It was Mar. 3 then."],
+        ),
+        ("It ended in Sept. He left.", ["It ended in Sept.", "He left."]),
         ("Wow!!! Really?! Yes...", ["Wow!!!", "Really?!", "Yes..."]),
         ("No final stop", ["No final stop"]),
         ("", []),

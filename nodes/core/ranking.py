@@ -76,7 +76,7 @@ from folio.nodes.core.text import (
     tokens,
 )
 from folio.nodes.core.types import Hit
-from folio.nodes.core.word_forms import MONTH_ABBREVIATIONS
+from folio.nodes.core.word_forms import name_spellings
 
 EXACT_TITLE = 20.0
 
@@ -434,22 +434,36 @@ def missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
     and its last word there capitalised, as a name, or the whole name there as consecutive words
     ("Captain Hook" is not held by a text about a captain and his hooks; "Red-Headed League" is held by
     "the Redheaded League", "Puddle-Ducks" by "Puddle-ducks")."""
-    names = names_in(question)
+    names = _name_plan(question)[0]
     if not names:
         return ()
-    spellings = {name: _spellings(name) for name in names}
+    held: set[tuple[str, ...]] = set()
+    for text in texts:
+        held |= _held_names(question, text)
+        if len(held) == len(set(names)):
+            break
+    return tuple(" ".join(name) for name in names if name not in held)
+
+
+@functools.lru_cache(maxsize=256)
+def _name_plan(
+    question: str,
+) -> tuple[tuple[tuple[str, ...], ...], dict[tuple[str, ...], tuple[tuple[str, ...], ...]], frozenset[str]]:
+    """The question's names, each name's spellings (``word_forms.name_spellings``) and the first two
+    letters of their stems (what ``_name_words`` keeps of a text), made once per question."""
+    names = names_in(question)
+    spellings = {name: name_spellings(name) for name in names}
     wanted = [stem(w) for forms in spellings.values() for f in forms for w in content_words(" ".join(f))]
-    prefixes = frozenset(w[:2] for w in wanted)
-    held_by = [_name_words(text, prefixes) for text in texts]
-    return tuple(
-        " ".join(name)
-        for name in names
-        if not any(
-            _holds(text, form, *found)
-            for text, found in zip(texts, held_by, strict=True)
-            for form in spellings[name]
-        )
-    )
+    return names, spellings, frozenset(w[:2] for w in wanted)
+
+
+@functools.lru_cache(maxsize=2048)
+def _held_names(question: str, text: str) -> frozenset[tuple[str, ...]]:
+    """The question's names that ``text`` holds (``missing_names``), remembered per question and text:
+    an ask's evidence rules, routing and subject checks ask it of the same chunks many times."""
+    names, spellings, prefixes = _name_plan(question)
+    found = _name_words(text, prefixes)
+    return frozenset(name for name in names if any(_holds(text, form, *found) for form in spellings[name]))
 
 
 def respellings(question: str, texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -556,19 +570,6 @@ def _slip(asked: str, own: str, others_held: bool) -> bool:
     if _name_slip(asked, own):
         return True
     return others_held and own.startswith(asked) and len(own) - len(asked) <= 3
-
-
-def _spellings(name: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
-    """A name as written, with two neighbouring words written as one ("Red Headed League" is also
-    "Redheaded League": a hyphenated compound a book spells closed), and with a month abbreviated
-    ("January 1st" is also "Jan 1st")."""
-    joined = [(*name[:i], name[i] + name[i + 1].lower(), *name[i + 2 :]) for i in range(len(name) - 1)]
-    short = [
-        (*name[:i], short, *name[i + 1 :])
-        for i, word in enumerate(name)
-        for short in MONTH_ABBREVIATIONS.get(word.lower(), ())
-    ]
-    return (name, *joined, *short)
 
 
 def _holds(text: str, name: tuple[str, ...], words: frozenset[str], capitalised: frozenset[str]) -> bool:

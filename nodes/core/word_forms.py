@@ -10,6 +10,10 @@ forms are matched by light stems and ``sentence_scoring._other_forms``.
 ``spelling_variant``: two spellings of one word ("recognise" / "recognize", "colour" / "color"), which a
 slip respelling may join although both are real words.
 
+``name_spellings``: a question's name as a book may also write it (two words as one, "Redheaded League";
+a month abbreviated, "Jan. 1st"; the table is ``text.MONTH_ABBREVIATIONS``), for the name rule
+(``ranking.missing_names``).
+
 ``asked_frame``: the words of how a question is asked, which neither the evidence rule nor the reader
 looks for in a passage (``unframed``): the "kind" of "What kind of things ...?" and an adverb of
 frequency ("often").
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from folio.nodes.core.text import content_words, stem
+from folio.nodes.core.text import MONTH_ABBREVIATIONS, content_words, stem
 
 # irregular forms read as their base ("told" -> "tell", "mice" -> "mouse"): a question asks "What did
 # the king send?" of a text that says "the king sent"; each line is a base word and its forms
@@ -210,17 +214,14 @@ def spelling_variant(asked: str, own: str) -> bool:
     return a != b and a.replace("our", "or") == b.replace("our", "or")
 
 
-# a month's abbreviations, as older books write a date ("When it came to Jan. 1st there was still no money");
-# not "Mar", a word ("they mar the view")
-MONTH_ABBREVIATIONS = {
-    "january": ("Jan",),
-    "february": ("Feb",),
-    "april": ("Apr",),
-    "june": ("Jun",),
-    "july": ("Jul",),
-    "august": ("Aug",),
-    "september": ("Sept", "Sep"),
-    "october": ("Oct",),
-    "november": ("Nov",),
-    "december": ("Dec",),
-}
+def name_spellings(name: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """A name as written, with two neighbouring words written as one ("Red Headed League" is also
+    "Redheaded League": a hyphenated compound a book spells closed), and with a month abbreviated
+    ("January 1st" is also "Jan 1st")."""
+    joined = [(*name[:i], name[i] + name[i + 1].lower(), *name[i + 2 :]) for i in range(len(name) - 1)]
+    short = [
+        (*name[:i], short, *name[i + 1 :])
+        for i, word in enumerate(name)
+        for short in MONTH_ABBREVIATIONS.get(word.lower(), ())
+    ]
+    return (name, *joined, *short)
