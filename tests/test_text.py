@@ -226,6 +226,12 @@ def test_sentences_give_trimmed_spans():
             ["When it came to Jan. 1st there was still no money.", "It was Mar. 3 then."],
         ),
         ("It ended in Sept. He left.", ["It ended in Sept.", "He left."]),
+        # a play's speaker opening a paragraph (Flatland's dialogue) is no sentence of its own
+        (
+            "SPHERE. Well, then, I cannot. Would you?\n\nI. But my Lord has shewn me.\n\nI. Nay.",
+            ["SPHERE. Well, then, I cannot.", "Would you?", "I. But my Lord has shewn me.", "I. Nay."],
+        ),
+        ("PREFACE.\n\nIt begins. SPHERE. Not here.", ["PREFACE.", "It begins.", "SPHERE.", "Not here."]),
         ("Wow!!! Really?! Yes...", ["Wow!!!", "Really?!", "Yes..."]),
         ("No final stop", ["No final stop"]),
         ("", []),

@@ -50,7 +50,9 @@ Sentences
     the next part opens with a lower-case letter or inner punctuation (dialogue tags: '"Stop!" cried
     he.'; '"Table, be covered!" all at once'). ``TITLE_ABBREVIATIONS`` are those that stand before a name
     ("Mr. Holmes", "St. Clair"): the concept maps read a name across their period. A month abbreviated
-    before a number does not end one ("When it came to Jan. 1st there was still no money"). Measured against
+    before a number does not end one ("When it came to Jan. 1st there was still no money"), nor does a
+    speaker's name in capitals opening a paragraph of a dialogue set as a play (Flatland's "SPHERE. Well,
+    then, ..." and "I. But my Lord ..."). Measured against
     ``pysbd``, ``sentencex`` and ``syntok`` on golden cases from the books (tests/test_text.py): 16/16
     here, 14, 14 and 13 there; ``sentencex`` (as fast) keeps a whole quoted speech as one sentence (5%
     of Sherlock Holmes's sentences over 60 words, 0.5% here), too coarse for a 60-word answer.
@@ -133,6 +135,7 @@ _SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+[\"'”’)\]]*|$)")
 _ABBREVIATED = re.compile(r"\b([^\W\d_]+)\.$")
 _FIRST_WORD = re.compile(r"[\"'“‘(\[]*([^\W_]+)")
 _INNER_PUNCTUATION = frozenset(",;:)]—–-")
+_SPEAKER = re.compile(r"(?:[A-Z][A-Z'’-]+|I)\.")  # a play's speaker opening a paragraph: "SPHERE. Well, then"
 _OPEN_ENDINGS = frozenset(",;:—–-")  # a paragraph ending so runs on into the next one
 _BLOCK = re.compile(r"(?:[^\n]|\n(?![ \t]*\n))+")  # paragraphs: text between blank lines
 _APOSTROPHE = re.compile(r"['’]")
@@ -284,6 +287,7 @@ def sentences(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     for block in _BLOCK.finditer(text):
         first = True
+        opening = len(spans)  # the block's first span: a speaker's label there runs on
         for match in _SENTENCE.finditer(text, block.start(), block.end()):
             start, end = match.span()
             while start < end and text[start].isspace():
@@ -300,7 +304,8 @@ def sentences(text: str) -> list[tuple[int, int]]:
                 current = text[start:end]
                 previous = text[spans[-1][0] : spans[-1][1]]
                 joined = start == spans[-1][1]  # no space: "U.S.A.", "3.5", "?!"
-                if joined or _continues(current) or _abbreviated(previous, current):
+                label = len(spans) - 1 == opening and _SPEAKER.fullmatch(previous) is not None
+                if joined or label or _continues(current) or _abbreviated(previous, current):
                     spans[-1] = (spans[-1][0], end)
                     continue
             spans.append((start, end))
