@@ -84,11 +84,12 @@ def test_the_real_server_answers_a_named_tool_choice_with_a_tool_call(real_llm: 
 def test_pipeline_ask_in_a_fresh_process_cites_and_blames_nothing(
     real_llm: Any, alice_library: Path, tmp_path: Path
 ) -> None:
-    """The questions of ``make bench``'s ``llm`` section, asked the same way (``fresh_asks``). The first,
-    "Who is the Cheshire Cat?", is also the pipeline's grounded-or-fallback check (one ask, not two): it
-    cites, and its answer names every citation's marker and no other."""
+    """The first two questions of ``make bench``'s ``llm`` section, asked the same way (``fresh_asks``; the
+    bench asks all three and times them; here the three took 124 s of the suite beside the other worker).
+    The first, "Who is the Cheshire Cat?", is also the pipeline's grounded-or-fallback check (one ask, not
+    two): it cites, and its answer names every citation's marker and no other."""
     assert QUESTIONS[0] == "Who is the Cheshire Cat?"
-    asks = fresh_asks(QUESTIONS, alice_library, _config(real_llm), tmp_path)
+    asks = fresh_asks(QUESTIONS[:2], alice_library, _config(real_llm), tmp_path)
     for _, done in asks:
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
