@@ -103,11 +103,15 @@ format: setup
 # mypy checks the code under its installed names (folio.nodes, folio.dataflows): the editable install's
 # import hook is invisible to mypy, so a link tree .typecheck/folio/{nodes,dataflows} -> the repo folders
 # stands in for it (settings in pyproject.toml [tool.mypy]; errors name .typecheck/folio/... paths).
+# Its cache lives in the user's cache, as the llama-cpp-python wheels do: a clean clone on the same machine
+# re-reads it (mypy compares each module's hash, so a changed file is checked again): 1 min 45 s cold,
+# about 50 s in a fresh clone, 4 s unchanged.
+MYPY_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/folio/mypy
 typecheck: setup
 	@mkdir -p .typecheck/folio
 	@ln -sfn ../../nodes .typecheck/folio/nodes
 	@ln -sfn ../../dataflows .typecheck/folio/dataflows
-	$(BIN)/mypy
+	MYPY_CACHE_DIR=$(MYPY_CACHE) $(BIN)/mypy
 
 # Everything: lint first, then every test (the model-loading tier on ../shared/data included).
 # Two pytest-xdist workers, one test module each at a time (module fixtures built once); the libraries
