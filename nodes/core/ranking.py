@@ -437,10 +437,11 @@ def missing_names(question: str, texts: Sequence[str]) -> tuple[str, ...]:
     names = _name_plan(question)[0]
     if not names:
         return ()
+    every = frozenset(names)
     held: set[tuple[str, ...]] = set()
     for text in texts:
         held |= _held_names(question, text)
-        if len(held) == len(set(names)):
+        if held >= every:
             break
     return tuple(" ".join(name) for name in names if name not in held)
 
