@@ -322,3 +322,15 @@ def test_what_moby_dick_is_about_is_told_from_its_story_not_its_etymology(data_d
         assert not re.match(r"\W*(ETYMOLOGY|EXTRACTS)", q.chapter_title, re.IGNORECASE), q.chapter_title
         assert not re.search('["“”‘]', q.text), q.text  # a narrator's sentence, no dialogue line
         assert re.search(r"\b(whale|Ahab|Stubb|Queequeg|Starbuck|Pequod)\b", q.text), q.text
+
+
+def test_the_things_name_may_have_one_word_before_the_thing(data_dir) -> None:
+    # "What is the name of Ahab's ship?" was refused: Moby-Dick never writes "Ahab's ship", but the chunk
+    # naming Ahab says "the Pequod was the identical ship"
+    text = (data_dir / "books" / "txt" / "pg2701_melville_moby-dick.txt").read_text(encoding="utf-8")
+    said = " ".join(next(p for p in text.split("\n\n") if "Pequod was the identical" in p).split())
+    assert asked_relation("What is the name of Ahab's ship?") == ("Ahab", "ship")
+    assert holds_relation("Ahab", "ship", [said + " Captain Ahab"])
+    assert not holds_relation("Ahab", "ship", [said])  # the subject is not named there
+    assert not holds_relation("Ahab", "ship", ["Captain Ahab. It was the identical ship."])  # no name
+    assert not holds_relation("Ahab", "ship", ["Captain Ahab. The Pequod was the very old whaler."])

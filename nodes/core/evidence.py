@@ -207,6 +207,8 @@ RELATION = re.compile(
     r"((?:(?:Mr|Mrs|Miss|Dr|Mr\.|Mrs\.|Dr\.)\s+)?(?:[A-Z][\w-]*\s+)*[A-Z][\w-]*)(?:'s|’s|')\s+([a-z]+)"
     r"(?:\s+([a-z]+))?\s*[?.!]*\s*$"
 )
+# capitalised words that open a sentence without naming anyone ("It was the old ship" names no ship)
+PRONOUN_STARTS = "(?:It|He|She|They|This|That|There|Here|What|Who|Which|I|We|You)"
 ORDINALS = frozenset(["first", "second", "third", "elder", "older", "eldest", "younger", "youngest", "only"])
 
 
@@ -222,8 +224,9 @@ def asked_relation(clause: str) -> tuple[str, str] | None:
 
 def holds_relation(subject: str, thing: str, texts: Sequence[str]) -> bool:
     """Whether a text names the subject's thing: "Holmes's sister", "the sister of Holmes", "Holmes ...
-    his sister" (no other name between), an appositive "Hunca Munca, his wife", "a wife called Goody" or
-    "Dinah's our cat" in a text naming the subject."""
+    his sister" (no other name between), an appositive "Hunca Munca, his wife", "a wife called Goody",
+    "Dinah's our cat" or, with one word between, "the Pequod was the identical ship" in a text naming the
+    subject."""
     last = re.escape(subject.split()[-1])
     y = re.escape(thing) + r"s?"
     own = r"(?:his|her|their)\s+" + y
@@ -234,7 +237,7 @@ def holds_relation(subject: str, thing: str, texts: Sequence[str]) -> bool:
     )
     named = re.compile(
         rf"[A-Z][\w-]*,\s+{own}\b|\b{y}\s+(?:called|named)\s+[A-Z]"
-        rf"|\b[A-Z][\w-]*(?:'s|’s|\s+is|\s+was)\s+(?:the|our|my|her|his|their)\s+{y}\b"
+        rf"|\b(?!{PRONOUN_STARTS}\b)[A-Z][\w-]*(?:'s|’s|\s+is|\s+was)\s+(?:the|our|my|her|his|their)\s+(?:[a-z]+\s+)?{y}\b"
     )
     return any(direct.search(t) or (named.search(t) and re.search(rf"\b{last}\b", t)) for t in texts)
 
