@@ -111,6 +111,29 @@ def test_no_llm_answer_is_grounded_in_the_gold_chapter(fairytale_library: Path) 
     assert answer.answer.count("[") == len(answer.citations)
 
 
+def test_a_sentence_opening_with_he_answers_for_the_name_before_it(fairytale_library: Path) -> None:
+    # FairytaleQA's own question: the answer opened with the sentence before ("... said the Swallow, and he
+    # slept at the Prince's feet."), which names the Swallow; the one that answers says only "he"
+    question = "What did the Swallow tell the Happy Prince when sitting on his shoulder?"
+    answer = ask(question, library=fairytale_library, config={"llm": "none"})
+    assert answer.answer.startswith("All the next day he sat on the Prince's shoulder, and told him stories")
+    # a "why" question keeps the sentence before, which tells the cause
+    answer = ask("Why did Tom Kitten hide?", library=fairytale_library, config={"llm": "none"})
+    assert answer.answer.startswith("Tom Kitten did not want to be shut up in a cupboard.")
+
+
+def test_peter_rabbit_loses_his_shoes_in_his_own_tale(fairytale_library: Path) -> None:
+    # books27's own question (test half): answered from The Flopsy Bunnies ("Sometimes Peter Rabbit had no
+    # cabbages to spare") while "He lost one of his shoes among the cabbages" never says "Peter"
+    answer = ask(
+        "What did Peter Rabbit lose in Mr. McGregor's garden?",
+        library=fairytale_library,
+        config={"llm": "none"},
+    )
+    assert "He lost one of his shoes among the cabbages" in answer.answer
+    assert answer.citations[0].chapter_title == "THE TALE OF PETER RABBIT"
+
+
 def test_a_name_asked_with_a_slip_is_searched_as_the_book_spells_it(fairytale_library: Path) -> None:
     # FairytaleQA's own question, "Mitthens" for Potter's "Mittens": refused before (the search found
     # no "Mitthens" and the evidence rule judged the rest too weak)

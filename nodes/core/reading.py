@@ -18,7 +18,11 @@ The book answer (``nodes/query/answering.py``) and the Kiwix answer (``nodes/kiw
   each sentence once, keyed by its chapter offsets). Units of one or two consecutive sentences
   (``UNIT_SENTENCES``) are scored as one: the question's stems found in any of their sentences, each
   sentence read under its chapter title (``TITLE_CONTEXT``: "in Rumpelstiltskin" is found in that
-  story's sentences, which never name it; ``sentence_scoring.found_terms``'s contexts) (two
+  story's sentences, which never name it; ``sentence_scoring.found_terms``'s contexts; a sentence opening
+  with "he" or "she" counts the one name of the sentence before it that agrees, ``PRONOUN_NAMES`` and
+  ``nodes/core/pronouns.py``, except for a "why" question, whose cause is often told the sentence
+  before: "All the next day he sat on the Prince's shoulder, and told him stories" answers alone what
+  the Swallow told the Happy Prince) (two
   sentences together cover a question that spreads over them, and the answer often follows the
   sentence that repeats the question; a unit holding the question's names and none of its other words
   counts ``sentence_scoring.FOCUS_SHARE`` of them; a pair whose first sentence holds no word of the
@@ -105,9 +109,10 @@ from folio.nodes.backends.answer_types import (
 )
 from folio.nodes.backends.encoder import remembered_encode
 from folio.nodes.core import sentence_scoring as scoring
+from folio.nodes.core.pronouns import credited
 from folio.nodes.core.ranking import search_text
 from folio.nodes.core.sentence_scoring import asked, found_terms, needs_previous, word_count
-from folio.nodes.core.text import sentences, words
+from folio.nodes.core.text import named_phrases, sentences, words
 from folio.nodes.core.types import Hit
 
 # --- passage weights (the sentence weights are in ``sentence_scoring``) ------------------------------
@@ -117,6 +122,8 @@ UNIT_PENALTY = 0.1  # (book passages) subtracted for a unit's second sentence
 NEIGHBOUR_SHARE = 0.0  # a neighbour joins while it fits and scores at least this share of the best
 FORWARD_BIAS = 1.0  # a following neighbour counts this share of the best more (the answer often follows)
 SECOND_SHARE = 0.9  # a second passage (elsewhere) when its best sentence scores this share of the first
+PRONOUN_NAMES = True  # a pronoun-led sentence counts the name its predecessor holds (``pronouns``)
+PRONOUN_SKIPS = frozenset(["why"])  # ... but not for these kinds: a cause is often told the sentence before
 PREFILTER = 4  # candidate sentences scored by meaning (the rest by words only)
 MAX_CHUNKS = 5  # evidence chunks read
 LONG_SENTENCE = 60  # (book passages) a longer sentence's score is scaled by LONG_SENTENCE / its words
@@ -271,6 +278,23 @@ def _chunk_of(span: tuple[int, int], hits: Sequence[Hit]) -> tuple[int, Hit] | N
 Unit = tuple[int, int, int]  # (window, first sentence, last sentence): one or two consecutive sentences
 
 
+def _pronoun_credited(
+    question: str, windows: Sequence[_Window], found: dict[tuple[int, int], frozenset[str]]
+) -> dict[tuple[int, int], frozenset[str]]:
+    """``found`` with a pronoun-led sentence counting the name its predecessor holds (``pronouns``)."""
+    held = frozenset().union(*found.values())
+    phrases = [(scoring.lemma_stems(p) & held, p.split()[-1]) for p in named_phrases(question)]
+    names = [(stems, head) for stems, head in phrases if stems]
+    if not names:
+        return found
+    out = dict(found)
+    for w, win in enumerate(windows):
+        keys = [(w, i) for i in range(len(win.texts))]
+        for key, f in zip(keys, credited([found[k] for k in keys], win.texts, win.opens, names), strict=True):
+            out[key] = f
+    return out
+
+
 def _unit_scores(
     question: str, windows: Sequence[_Window], ranks: dict[tuple[int, int], int], encoder: Any, max_words: int
 ) -> dict[Unit, float]:
@@ -287,6 +311,8 @@ def _unit_scores(
     titles = [windows[w].chapter_title if TITLE_CONTEXT else "" for w, _ in keys]
     found_list, weight = found_terms(question, [windows[w].texts[i] for w, i in keys], titles)
     found = dict(zip(keys, found_list, strict=True))
+    if PRONOUN_NAMES and asked(question) not in PRONOUN_SKIPS:
+        found = _pronoun_credited(question, windows, found)
     focus = scoring.focus_terms(question)
     kind = asked(question)
     qwords = frozenset(words(question))
