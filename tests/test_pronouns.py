@@ -122,6 +122,8 @@ def test_a_plural_name_is_no_he() -> None:
         ),
         ("This Mrs. Younge was, he knew, intimately acquainted with Wickham.", "Wickham", False),
         ("Mr. Wickham's adieus were much more affectionate than his wife's.", "Wickham", True),
+        ('The king said to the miller, "That is an art that pleases me well."', "miller", False),
+        ("THERE was once a miller who was poor, but he had one beautiful daughter.", "miller", True),
     ],
 )
 def test_the_name_before_the_pronoun_is_the_subject_by_word_order(text, head, subject) -> None:
@@ -153,3 +155,13 @@ def test_a_run_of_sentences_opening_with_she_keeps_her_name() -> None:
     out = credited(found, texts, [False] * 4, [jemima])
     assert out[1] == out[2] == jemima[0]
     assert out[3] == frozenset()  # "He" is someone else
+
+
+def test_a_possessive_mention_casts_no_vote() -> None:
+    # Rumpelstiltskin: "the miller's daughter ... she" is the daughter; the miller himself is "he"
+    texts = [
+        "THERE was once a miller who was poor, but he had one beautiful daughter.",
+        "And so the poor miller's daughter was left there sitting, and she could not think what to do.",
+        "The miller's daughter wept, and she was afraid.",
+    ]
+    assert genders([[True, True, True]], texts, ["miller"]) == ["m"]

@@ -10,14 +10,16 @@ predecessor holds, when:
 - it opens with "he" or "she" among its first ``SUBJECT_WORDS`` words, with no name or quotation before
   it (``subject_pronoun``: "But--seated upon the stump, she was startled ...");
 - the sentence before it names the name as its subject, as far as word order tells (``subject_mention``:
-  in its first clause with no pronoun before it, or after a verb of speech, "said the Swallow"; not "But
-  he found Lydia absolutely resolved", whose "she" after it is Lydia but whose subject is Darcy), and the
-  sentence itself does not name it; or the sentence before stood for the name in this way itself (a run
-  of "she ... And she waddled into the kitchen and got two onions");
-- exactly one such name agrees with the pronoun (``genders``: the first subject pronoun after each
-  mention of the name in its sentence votes, "they" among them, and one gender needs twice the other
-  votes): the Swallow is "he" in Wilde, the match-girl "she", so "She has let her matches fall" is not
-  the Swallow's sentence; "the two Bad Mice,--but they were not so very naughty" makes the mice no "he".
+  in its first clause with no pronoun, preposition or verb of speech before it, or after a verb of speech,
+  "said the Swallow"; not "But he found Lydia absolutely resolved", whose "she" after it is Lydia but
+  whose subject is Darcy, nor "The king said to the miller"), and the sentence itself does not name it; or
+  the sentence before stood for the name in this way itself (a run of "she ... And she waddled into the
+  kitchen and got two onions");
+- exactly one such name agrees with the pronoun (``genders``: the first subject pronoun after each mention
+  of the name in its sentence votes, "they" among them, a possessive mention not ("the miller's daughter
+  ... she" is the daughter), and one gender needs twice the other votes): the Swallow is "he" in Wilde,
+  the match-girl "she", so "She has let her matches fall" is not the Swallow's sentence; "the two Bad
+  Mice,--but they were not so very naughty" makes the mice no "he".
 
 A paragraph's first sentence may stand for the name the paragraph before ends with (``CROSS_PARAGRAPH``:
 "All the next day he sat ..." opens a paragraph).
@@ -66,7 +68,11 @@ def subject_pronoun(text: str) -> str | None:
 
 
 SUBJECTS = {"he": "m", "himself": "m", "she": "f", "herself": "f", "they": "p", "themselves": "p"}
+# words that make a later name no subject: another subject ("But he found Lydia"), a preposition or a verb
+# of speech ("The king said to the miller")
 _BEFORE_SUBJECT = frozenset(["he", "she", "they", "i", "we", "you", "it"])
+_BEFORE_SUBJECT |= frozenset(["to", "of", "with", "at", "in", "on", "from", "by", "for", "into", "upon"])
+_BEFORE_SUBJECT |= frozenset(["about", "after", "said", "asked", "told", "cried", "replied", "answered"])
 _SPEECH = (
     r"\b(?:said|says|cried|asked|replied|answered|exclaimed|thought|called|shouted|whispered|murmured)"
     r"\s+(?:(?:the|old|little|poor)\s+)*"
@@ -77,8 +83,8 @@ def _following_pronoun(text: str, head: str) -> str | None:
     """ "m", "f" or "p" (plural): the first subject or reflexive pronoun after the name's ``head`` word in
     the same sentence ("said the Swallow, and he slept"; "Hans found himself"; "the two Bad Mice,--but
     they were"); None without one. An object pronoun is left out: "Lydia was fond of him" says nothing
-    of Lydia."""
-    found = re.search(rf"\b{re.escape(head)}\b", text, re.IGNORECASE)
+    of Lydia; nor a possessive mention: "the miller's daughter ... she" is the daughter."""
+    found = re.search(rf"\b{re.escape(head)}\b(?!['’](?:s\b|\s))", text, re.IGNORECASE)
     if found is None:
         return None
     for word in _WORD.findall(text[found.end() :]):
@@ -90,8 +96,9 @@ def _following_pronoun(text: str, head: str) -> str | None:
 
 def subject_mention(text: str, head: str) -> bool:
     """Whether the sentence names ``head`` as its subject, as far as word order tells: in its first clause
-    with no pronoun before it ("Lydia was exceedingly fond of him"; not "But he found Lydia resolved"),
-    or after a verb of speech ("'I will stay with you always,' said the Swallow")."""
+    with no pronoun, preposition or verb of speech before it ("Lydia was exceedingly fond of him"; not
+    "But he found Lydia resolved" nor "The king said to the miller"), or after a verb of speech ("'I will
+    stay with you always,' said the Swallow")."""
     if re.search(_SPEECH + re.escape(head) + r"\b", text, re.IGNORECASE):
         return True
     first = _CLAUSE_END.split(text.lstrip(" \"'“‘"), maxsplit=1)[0]
