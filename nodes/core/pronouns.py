@@ -41,8 +41,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-MASCULINE = frozenset(["he", "him", "his", "himself"])
-FEMININE = frozenset(["she", "her", "hers", "herself"])
 CROSS_PARAGRAPH = True  # a paragraph's first sentence may stand for a name the paragraph before ends with
 _WORD = re.compile(r"[A-Za-z]+")
 SUBJECT_WORDS = 8  # a sentence's subject pronoun is among its first words
