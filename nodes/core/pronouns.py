@@ -53,10 +53,13 @@ def subject_pronoun(text: str) -> str | None:
     with no capitalised word but the first and no quotation before it ("After they had gone he felt
     lonely" and "But--seated upon the stump, she was startled" → a pronoun; "'I will stay,' said the
     Swallow, and he slept" → None: the Swallow is the subject)."""
+    quoted = min(
+        (i for i in map(text.find, _QUOTES) if i >= 0), default=len(text)
+    )  # the first quotation mark
     for n, found in enumerate(_WORD.finditer(text)):
         word = found.group(0)
         folded = word.lower()
-        if n >= SUBJECT_WORDS or any(q in text[: found.start()] for q in _QUOTES):
+        if n >= SUBJECT_WORDS or quoted < found.start():
             return None
         if folded in ("he", "she"):
             return "m" if folded == "he" else "f"

@@ -311,10 +311,10 @@ def _unit_scores(
     titles = [windows[w].chapter_title if TITLE_CONTEXT else "" for w, _ in keys]
     found_list, weight = found_terms(question, [windows[w].texts[i] for w, i in keys], titles)
     found = dict(zip(keys, found_list, strict=True))
-    if PRONOUN_NAMES and asked(question) not in PRONOUN_SKIPS:
+    kind = asked(question)
+    if PRONOUN_NAMES and kind not in PRONOUN_SKIPS:
         found = _pronoun_credited(question, windows, found)
     focus = scoring.focus_terms(question)
-    kind = asked(question)
     qwords = frozenset(words(question))
     typed = answer_type(question)
     name = asked_name(question)
